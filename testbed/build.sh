@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Build the test-bed's binaries from published Go modules (no Docker, no downloads
+# besides the Go module proxy). Each component is cached outside the repository,
+# keyed by its version, and rebuilt only when missing.
+#
+#   testbed/build.sh            # everything
+#   testbed/build.sh etcd helm  # only some components
+#
+# Cache: ${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}/<component>-<version>/
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-3.6.16}
+HELM_VERSION=${HELM_VERSION:-3.22.0}
+KUBECONFORM_VERSION=${KUBECONFORM_VERSION:-0.7.0}
+SEAWEEDFS_VERSION=${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
+CACHE=${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}
+
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+export CGO_ENABLED=${CGO_ENABLED:-0}
+
+log() { printf '[testbed-build] %s\n' "$*" >&2; }
+
+# Run "$2..." only if $1/bin is missing; time it; move the result into place atomically.
+build_once() {
+  local name=$1; shift
+  local dest=$CACHE/$name
+  if [ -f "$dest/.complete" ]; then log "$name: cached at $dest"; return 0; fi
+  local stage; stage=$(mktemp -d "$CACHE/.stage-$name.XXXX")
+  local start=$SECONDS
+  log "$name: building..."
+  ( "$@" "$stage/bin" ) > "$CACHE/$name.build.log" 2>&1 || {
+    log "$name: FAILED after $((SECONDS - start))s; see $CACHE/$name.build.log"; tail -30 "$CACHE/$name.build.log" >&2; rm -rf "$stage"; return 1; }
+  rm -rf "$dest"; mv "$stage" "$dest"; touch "$dest/.complete"
+  log "$name: built in $((SECONDS - start))s -> $dest/bin"
+}
+
+wrapper() { local w; w=$(mktemp -d); cd "$w"; go mod init "local/$1" >/dev/null 2>&1; }
+
+k8s_ldflags() {
+  local minor; minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  local f="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    f="$f -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    f="$f -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  done
+  echo "$f"
+}
+
+# k8s.io/kubernetes requires its staging modules at v0.0.0; replace each with its
+# published v0.MINOR.PATCH, reading the list from the module's own go.mod.
+k8s_wrapper() {
+  wrapper k8s-testbed-bins
+  local kmod staging m kv
+  kmod=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  staging=v0.${K8S_VERSION#1.}
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/.*#\1#p' "$kmod"); do
+    go mod edit -replace "$m=$m@$staging"
+  done
+  for kv in $(sed -n 's/^godebug \(.*\)$/\1/p' "$kmod"); do go mod edit -godebug "$kv"; done
+  go get "k8s.io/kubernetes@v$K8S_VERSION"
+}
+
+build_k8s_control_plane() {
+  k8s_wrapper
+  go build -trimpath -tags selinux,notest -ldflags "$(k8s_ldflags)" -o "$1/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  "$1/kube-apiserver" --version
+}
+
+build_kubelet() {
+  k8s_wrapper
+  CGO_ENABLED=1 go build -trimpath -tags selinux,notest -ldflags "$(k8s_ldflags)" -o "$1/" \
+    k8s.io/kubernetes/cmd/kubelet
+  "$1/kubelet" --version
+}
+
+build_etcd() {
+  wrapper etcd-bin
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3
+  "$1/etcd" --version
+}
+
+build_helm() {
+  wrapper helm-bin
+  go get "helm.sh/helm/v3@v$HELM_VERSION"
+  go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION" \
+    -o "$1/helm" helm.sh/helm/v3/cmd/helm
+  "$1/helm" version
+}
+
+build_kubeconform() {
+  wrapper kubeconform-bin
+  go get "github.com/yannh/kubeconform@v$KUBECONFORM_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1/kubeconform" github.com/yannh/kubeconform/cmd/kubeconform
+  "$1/kubeconform" -v
+}
+
+build_seaweedfs() {
+  wrapper seaweedfs-bin
+  go get "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1/weed" github.com/seaweedfs/seaweedfs/weed
+  "$1/weed" version
+}
+
+ALL=(etcd k8s helm kubeconform seaweedfs kubelet)
+mkdir -p "$CACHE"
+want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
+rc=0
+for c in "${want[@]}"; do
+  case $c in
+    etcd)        build_once "etcd-$ETCD_VERSION" build_etcd || rc=1 ;;
+    k8s)         build_once "kubernetes-$K8S_VERSION" build_k8s_control_plane || rc=1 ;;
+    kubelet)     build_once "kubelet-$K8S_VERSION" build_kubelet || rc=1 ;;
+    helm)        build_once "helm-$HELM_VERSION" build_helm || rc=1 ;;
+    kubeconform) build_once "kubeconform-$KUBECONFORM_VERSION" build_kubeconform || rc=1 ;;
+    seaweedfs)   build_once "seaweedfs-$SEAWEEDFS_VERSION" build_seaweedfs || rc=1 ;;
+    *) log "unknown component: $c (known: ${ALL[*]})"; exit 2 ;;
+  esac
+done
+exit $rc

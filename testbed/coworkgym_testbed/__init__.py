@@ -1,0 +1,1 @@
+"""Local Kubernetes + S3 test-bed built from Go modules."""
