@@ -1,0 +1,167 @@
+"""The bubblewrap backend.
+
+Why these choices:
+- When we are root, bwrap sets up the mounts as root and then ``setpriv`` drops the command
+  to an unprivileged host uid with no capabilities and no-new-privs, so the sandbox user is
+  not root outside either (``/etc/shadow`` stays unreadable). A user namespace would map
+  the sandbox user back to root on the host, which is why we do not use one as root.
+- Fresh PID, mount, IPC, UTS, cgroup and *network* namespaces; the network namespace has
+  only its own loopback, so there is no egress at all.
+- Only ``/usr`` (plus the merged-usr symlinks) and ``/etc`` of the host are visible,
+  read-only; everything else is an explicit Mount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import structlog
+
+from .base import Limits, Mount, SandboxResult, SandboxUnavailable
+from .cgroups import RunCgroup
+
+log = structlog.get_logger(__name__)
+
+SANDBOX_HOST_UID = 65534  # nobody: owns nothing on the host
+SANDBOX_UID = 1000
+INSTALL_HINT = "install bubblewrap and util-linux (Debian/Ubuntu: apt-get install bubblewrap)"
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class BubblewrapSandbox:
+    def __init__(self, bwrap: str | None = None) -> None:
+        self.bwrap = bwrap or shutil.which("bwrap")
+        self.setpriv = shutil.which("setpriv")
+        if self.bwrap is None:
+            raise SandboxUnavailable(f"bubblewrap (bwrap) not found on PATH; {INSTALL_HINT}")
+        if os.geteuid() == 0 and self.setpriv is None:
+            raise SandboxUnavailable(f"setpriv not found; {INSTALL_HINT}")
+
+    def _rootfs_args(self) -> list[str]:
+        args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for top in ("bin", "sbin", "lib", "lib64", "lib32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), f"/{top}"]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), f"/{top}"]
+        return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+    def command(
+        self, argv: Sequence[str], mounts: Sequence[Mount], env: Mapping[str, str], cwd: str
+    ) -> list[str]:
+        """The full command line (exposed for tests and for debugging a failed run)."""
+        cmd = [str(self.bwrap), "--unshare-ipc", "--unshare-pid", "--unshare-net"]
+        cmd += ["--unshare-uts", "--unshare-cgroup-try"]
+        if os.geteuid() != 0:  # an unprivileged caller needs a user namespace to mount
+            cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        cmd += ["--die-with-parent", "--new-session", "--clearenv"]
+        cmd += self._rootfs_args()
+        for mount in sorted(mounts, key=lambda m: m.target.count("/")):
+            flag = "--bind" if mount.writable else "--ro-bind"
+            cmd += [flag, str(mount.source), mount.target]
+        for key, value in {**BASE_ENV, **env}.items():
+            cmd += ["--setenv", key, value]
+        cmd += ["--chdir", cwd, "--"]
+        if os.geteuid() == 0:  # drop to a uid that owns nothing on the host, for good
+            uid = str(SANDBOX_HOST_UID)
+            cmd += [str(self.setpriv), f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        return [*cmd, *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        mounts: Sequence[Mount],
+        *,
+        limits: Limits = Limits(),  # noqa: B008 - immutable
+        env: Mapping[str, str] | None = None,
+        cwd: str = "/",
+    ) -> SandboxResult:
+        for mount in mounts:
+            if not mount.source.exists():
+                raise FileNotFoundError(f"mount source {mount.source} does not exist")
+            if mount.writable and os.geteuid() == 0:
+                _hand_over(mount.source)
+        cgroup = RunCgroup(limits.memory_mb, limits.max_pids)
+        started = time.monotonic()
+        timed_out = False
+
+        def in_child() -> None:
+            if cgroup.active:
+                cgroup.enter()
+            else:
+                size = limits.memory_mb * 1024 * 1024 * 4  # virtual memory ≫ resident
+                resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+        proc = subprocess.Popen(
+            self.command(argv, mounts, env or {}, cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=in_child,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill(proc)
+            cgroup.kill_all()
+            out, err = proc.communicate()
+        finally:
+            oom = cgroup.oom_killed()
+            cgroup.close()
+        result = SandboxResult(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=_clip(out, limits.max_output_bytes),
+            stderr=_clip(err, limits.max_output_bytes),
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+            oom_killed=oom and not timed_out,
+        )
+        log.debug("sandbox run", argv=list(argv)[:3], exit=result.exit_code, s=result.duration_s)
+        return result
+
+
+def _hand_over(path: Path) -> None:
+    """Writable mounts belong to the sandbox's host uid, or it could not write them."""
+    uid = SANDBOX_HOST_UID
+    os.chown(path, uid, uid, follow_symlinks=False)
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)
+
+
+def _clip(data: bytes, limit: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+_default: BubblewrapSandbox | None = None
+
+
+def default_sandbox() -> BubblewrapSandbox:
+    """The process-wide local sandbox (raises SandboxUnavailable with an install hint)."""
+    global _default
+    if _default is None:
+        _default = BubblewrapSandbox()
+    return _default

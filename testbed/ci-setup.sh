@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install what the test-bed and the core library need from Debian, then build the
+# test-bed's Go binaries (cached; a warm run is a no-op). Idempotent.
+#
+#   testbed/ci-setup.sh                 # apt packages + every component
+#   testbed/ci-setup.sh etcd k8s        # apt packages + only these components
+#   COWORKGYM_SKIP_BUILD=1 testbed/ci-setup.sh   # apt packages only
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+# prometheus: promtool (rule checks/tests). openssl: PKI debugging. The rest are the core
+# library's (sandboxing and office-document fixtures).
+PKGS=(prometheus openssl ca-certificates bubblewrap python3-openpyxl python3-docx python3-jsonschema)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[ci-setup] apt-get install ${missing[*]}" >&2
+  # There is no init system here: stop postinst scripts from starting daemons
+  # (prometheus would otherwise listen on :9090 on every interface). 101 = "action forbidden".
+  # If a policy-rc.d already exists it is left alone.
+  own_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; own_policy=1
+  fi
+  trap 'if [ $own_policy = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi' EXIT
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "[ci-setup] apt packages present" >&2
+fi
+command -v promtool >/dev/null
+
+if [ "${COWORKGYM_SKIP_BUILD:-0}" != 1 ]; then
+  "$here/build.sh" "$@"
+fi
