@@ -9,11 +9,11 @@
 # Cache: ${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}/<component>-<version>/
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-1.36.3}
-ETCD_VERSION=${ETCD_VERSION:-3.6.16}
-HELM_VERSION=${HELM_VERSION:-3.22.0}
-KUBECONFORM_VERSION=${KUBECONFORM_VERSION:-0.7.0}
-SEAWEEDFS_VERSION=${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
+# Versions live in coworkgym_testbed/versions.env (the Python side finds binaries by them);
+# an environment variable of the same name wins.
+while IFS='=' read -r key value; do
+  if [[ $key =~ ^[A-Z0-9_]+$ ]] && [ -z "${!key:-}" ]; then export "$key=$value"; fi
+done < "$(dirname "$0")/coworkgym_testbed/versions.env"
 CACHE=${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
@@ -36,6 +36,16 @@ build_once() {
 }
 
 wrapper() { local w; w=$(mktemp -d); cd "$w"; go mod init "local/$1" >/dev/null 2>&1; }
+
+# Go ignores a dependency's own `replace` lines; copy the single-line, non-local ones of
+# module $1@$2 into the wrapper (e.g. seaweedfs swaps go-bip39 for a fork).
+copy_replaces() {
+  local gomod line
+  gomod=$(go mod download -json "$1@$2" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
+  while read -r line; do
+    go mod edit -replace "$(echo "$line" | sed -E 's/^replace +([^ ]+)( [^ ]+)? => ([^ ]+) ([^ ]+)$/\1=\3@\4/')"
+  done < <(grep -E '^replace +[^ ]+( [^ ]+)? => [^ .][^ ]* [^ ]+$' "$gomod" || true)
+}
 
 k8s_ldflags() {
   local minor; minor=$(echo "$K8S_VERSION" | cut -d. -f2)
@@ -100,6 +110,7 @@ build_kubeconform() {
 
 build_seaweedfs() {
   wrapper seaweedfs-bin
+  copy_replaces github.com/seaweedfs/seaweedfs "$SEAWEEDFS_VERSION"
   go get "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION"
   go build -trimpath -ldflags "-s -w" -o "$1/weed" github.com/seaweedfs/seaweedfs/weed
   "$1/weed" version

@@ -1,0 +1,215 @@
+"""An environment package on disk: Harbor's task layout plus the Cowork extensions.
+
+The files are the single representation (relative path → bytes); the parsed models are views
+of them. Loading validates every file we understand and reports problems by file and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..verifier.spec import VerifierSpec
+from .config import TaskConfig
+from .cowork import ArtifactGraph, Interfaces, TurnPatch, UserState
+from .errors import PackageError
+
+
+TASK_TOML = "task.toml"
+INSTRUCTION = "instruction.md"
+WORKSPACE_DIR = "environment/workspace"
+SOLVE_SH = "solution/solve.sh"
+TEST_SH = "tests/test.sh"
+VERIFIER_SPEC = "tests/verifier.json"
+VERIFIER_INPUTS = "tests/inputs"
+USER_STATE = ".user/user.json"
+PATCH_DIR = ".patch"
+INTERFACES = ".cowork/interfaces.json"
+ARTIFACT_GRAPH = ".cowork/artifacts.json"
+
+# What Harbor packages and hashes (its Packager); our digest adds the Cowork extensions.
+HARBOR_TOP_FILES = ("task.toml", "instruction.md", "README.md", "trajectory.json")
+HARBOR_DIRS = ("environment/", "tests/", "solution/", "steps/")
+COWORK_DIRS = (".user/", ".patch/", ".cowork/")
+IGNORED_PARTS = ("__pycache__", ".DS_Store")
+
+
+@dataclass
+class EnvironmentPackage:
+    files: dict[str, bytes]
+    executables: set[str] = field(default_factory=set)
+    symlinks: dict[str, str] = field(default_factory=dict)
+    config: TaskConfig = field(default_factory=TaskConfig)
+    verifier: VerifierSpec | None = None
+    user: UserState | None = None
+    patches: list[TurnPatch] = field(default_factory=list)
+    interfaces: Interfaces | None = None
+    artifacts: ArtifactGraph | None = None
+
+    # ---- construction ---------------------------------------------------------------
+    @classmethod
+    def load(cls, root: Path) -> EnvironmentPackage:
+        if not (root / TASK_TOML).is_file():
+            raise PackageError.single(f"{root}/{TASK_TOML}", "missing; every package needs one")
+        files, executables, symlinks = read_tree(root)
+        return cls.from_files(files, executables, symlinks)
+
+    @classmethod
+    def from_files(
+        cls,
+        files: dict[str, bytes],
+        executables: Iterable[str] = (),
+        symlinks: dict[str, str] | None = None,
+    ) -> EnvironmentPackage:
+        problems: list[str] = []
+        pkg = cls(files=dict(files), executables=set(executables), symlinks=symlinks or {})
+        try:
+            raw = tomllib.loads(files[TASK_TOML].decode("utf-8"))
+            pkg.config = TaskConfig.model_validate(raw)
+            pkg.config.cowork  # noqa: B018 - validates [metadata.cowork] if present
+        except KeyError:
+            problems.append(f"{TASK_TOML}: missing; every package needs one")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            problems.append(f"{TASK_TOML}: malformed TOML ({exc}); fix the syntax")
+        except ValidationError as exc:
+            prefix = "metadata.cowork." if "CoworkMetadata" in exc.title else ""
+            problems += [p.replace(": ", f": {prefix}", 1) for p in _problems(TASK_TOML, exc)]
+        pkg.verifier = _parse_json(files, VERIFIER_SPEC, VerifierSpec, problems)
+        pkg.user = _parse_json(files, USER_STATE, UserState, problems)
+        pkg.interfaces = _parse_json(files, INTERFACES, Interfaces, problems)
+        pkg.artifacts = _parse_json(files, ARTIFACT_GRAPH, ArtifactGraph, problems)
+        for name in sorted(p for p in files if _is_patch_manifest(p)):
+            patch = _parse_json(files, name, TurnPatch, problems)
+            if patch is not None:
+                pkg.patches.append(patch)
+        if problems:
+            raise PackageError(problems)
+        return pkg
+
+    # ---- views ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.task.name if self.config.task else "unnamed"
+
+    @property
+    def is_cowork(self) -> bool:
+        return self.config.cowork is not None
+
+    @property
+    def instruction(self) -> str:
+        return self.files.get(INSTRUCTION, b"").decode("utf-8", errors="replace")
+
+    def under(self, prefix: str) -> dict[str, bytes]:
+        """Files below a directory, keyed relative to it."""
+        base = prefix.rstrip("/") + "/"
+        return {k[len(base) :]: v for k, v in self.files.items() if k.startswith(base)}
+
+    def workspace(self) -> dict[str, bytes]:
+        """s0 of a Cowork package: the files the agent starts with."""
+        return self.under(WORKSPACE_DIR)
+
+    def patch_files(self, turn: int) -> dict[str, bytes]:
+        return self.under(f"{PATCH_DIR}/turn-{turn:02d}/files")
+
+    # ---- persistence ----------------------------------------------------------------
+    def write(self, root: Path) -> Path:
+        """Write every file (and only those), replacing what a previous write left there."""
+        root.mkdir(parents=True, exist_ok=True)
+        wanted = set(self.files)
+        for existing in [p for p in root.rglob("*") if p.is_file() or p.is_symlink()]:
+            if existing.relative_to(root).as_posix() not in wanted:
+                existing.unlink()
+        for rel, content in sorted(self.files.items()):
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            path.chmod(0o755 if rel in self.executables else 0o644)
+        for rel, target in self.symlinks.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, root / rel)
+        return root
+
+    def digest(self) -> str:
+        """sha256 over 'path\\0sha256(content)\\n' lines, like Harbor's, over the whole package."""
+        return content_digest(self.files)
+
+    def harbor_digest(self) -> str:
+        """The digest Harbor itself computes (its packaged file set only)."""
+        return content_digest({k: v for k, v in self.files.items() if in_harbor_package(k)})
+
+
+def content_digest(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(f"{rel}\0{hashlib.sha256(files[rel]).hexdigest()}\n".encode())
+    return f"sha256:{h.hexdigest()}"
+
+
+def in_harbor_package(rel: str) -> bool:
+    return rel in HARBOR_TOP_FILES or rel.startswith(HARBOR_DIRS)
+
+
+def read_tree(root: Path) -> tuple[dict[str, bytes], set[str], dict[str, str]]:
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    symlinks: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_PARTS)
+        for name in sorted(filenames) + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if any(part in IGNORED_PARTS for part in PurePosixPath(rel).parts) or rel.endswith(
+                ".pyc"
+            ):
+                continue
+            if path.is_symlink():
+                symlinks[rel] = os.readlink(path)
+                continue
+            files[rel] = path.read_bytes()
+            if path.stat().st_mode & stat.S_IXUSR:
+                executables.add(rel)
+    return files, executables, symlinks
+
+
+def _is_patch_manifest(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return len(parts) == 3 and parts[0] == PATCH_DIR and parts[2] == "patch.json"
+
+
+def _parse_json[M: BaseModel](
+    files: dict[str, bytes], rel: str, model: type[M], problems: list[str]
+) -> M | None:
+    if rel not in files:
+        return None
+    try:
+        data: Any = json.loads(files[rel])
+        return model.model_validate(data)
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            problems.extend(_problems(rel, exc))
+        else:
+            problems.append(f"{rel}: not valid JSON ({exc})")
+        return None
+
+
+def _problems(rel: str, exc: ValidationError) -> list[str]:
+    return PackageError.from_validation(rel, exc).problems
+
+
+def dumps_json(model: BaseModel | dict[str, Any]) -> bytes:
+    """Deterministic JSON for package files (sorted keys, 2-space indent, trailing newline)."""
+    data = (
+        model.model_dump(mode="json", exclude_none=True, by_alias=True)
+        if isinstance(model, BaseModel)
+        else model
+    )
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
