@@ -23,7 +23,6 @@ from .config import TaskConfig
 from .cowork import ArtifactGraph, Interfaces, TurnPatch, UserState
 from .errors import PackageError
 
-
 TASK_TOML = "task.toml"
 INSTRUCTION = "instruction.md"
 WORKSPACE_DIR = "environment/workspace"

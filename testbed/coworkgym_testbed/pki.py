@@ -1,5 +1,6 @@
 """A throwaway PKI for one test-bed run: a CA, one loopback serving certificate, an admin
-client certificate in system:masters, and the service-account signing key pair.
+client certificate in system:masters, a front-proxy client certificate (aggregation layer)
+and the service-account signing key pair.
 
 EC P-256 keys: generated in milliseconds, and accepted by Kubernetes, Go's TLS, OpenSSL and
 Python's ssl module alike.
@@ -28,6 +29,7 @@ SERVING_DNS = (
 )
 SERVING_IPS = ("127.0.0.1", "10.0.0.1")
 VALIDITY = dt.timedelta(days=30)
+FRONT_PROXY_CN = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,14 @@ class Pki:
     @property
     def admin_key(self) -> Path:
         return self.dir / "admin.key"
+
+    @property
+    def front_proxy_cert(self) -> Path:
+        return self.dir / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_key(self) -> Path:
+        return self.dir / "front-proxy-client.key"
 
     @property
     def sa_key(self) -> Path:
@@ -178,6 +188,11 @@ def generate(directory: Path) -> Pki:
     admin, admin_key = _leaf(ca, ca_key, _name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH)
     pki.admin_cert.write_bytes(admin.public_bytes(pem))
     _write_key(pki.admin_key, admin_key)
+
+    # The API server's identity towards aggregated API servers (the front proxy).
+    fp, fp_key = _leaf(ca, ca_key, _name(FRONT_PROXY_CN), ExtendedKeyUsageOID.CLIENT_AUTH)
+    pki.front_proxy_cert.write_bytes(fp.public_bytes(pem))
+    _write_key(pki.front_proxy_key, fp_key)
 
     sa_key = _key()
     _write_key(pki.sa_key, sa_key)

@@ -1,0 +1,307 @@
+"""The rule audit: static checks on a package, each a small function pkg → defects.
+
+Runs on plain Harbor tasks as far as their format allows: Cowork-only rules skip packages
+without ``[metadata.cowork]``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..package.package import (
+    ARTIFACT_GRAPH,
+    COWORK_DIRS,
+    HARBOR_DIRS,
+    HARBOR_TOP_FILES,
+    INSTRUCTION,
+    INTERFACES,
+    SOLVE_SH,
+    TEST_SH,
+    USER_STATE,
+    VERIFIER_SPEC,
+    EnvironmentPackage,
+)
+from ..verifier.spec import Component
+from .defects import Defect, DefectCode
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_PACKAGE_BYTES = 50 * 1024 * 1024
+EXISTENCE_ONLY = {"file_exists", "file_absent"}
+TEXT_SUFFIXES = {".csv", ".md", ".txt", ".json", ".py", ".tsv", ".yaml", ".yml", ".html"}
+
+Rule = Callable[[EnvironmentPackage], Iterable[Defect]]
+
+
+def structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    required = [INSTRUCTION, TEST_SH, SOLVE_SH]
+    if pkg.config.environment.docker_image is None:
+        required.append("environment/Dockerfile")
+    if pkg.is_cowork:
+        required += [VERIFIER_SPEC, USER_STATE, INTERFACES, ARTIFACT_GRAPH]
+    for rel in required:
+        if not pkg.files.get(rel, b"").strip():
+            yield Defect.of(DefectCode.PACKAGE_STRUCTURE, f"{rel} is missing or empty", file=rel)
+    cowork = pkg.config.cowork
+    if cowork is not None and len(pkg.patches) != cowork.turns - 1:
+        yield Defect.of(
+            DefectCode.PACKAGE_STRUCTURE,
+            f"task.toml declares {cowork.turns} turns but .patch/ holds {len(pkg.patches)} turns",
+        )
+    for patch in pkg.patches:
+        sources = pkg.patch_files(patch.turn)
+        for update in patch.updates:
+            if update.source is not None and update.source not in sources:
+                yield Defect.of(
+                    DefectCode.PACKAGE_STRUCTURE,
+                    f"turn {patch.turn} writes {update.path} from missing files/{update.source}",
+                )
+
+
+def whitelist_and_sizes(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    allowed_dirs = HARBOR_DIRS + (COWORK_DIRS if pkg.is_cowork else ())
+    total = 0
+    for rel, content in pkg.files.items():
+        total += len(content)
+        if rel not in HARBOR_TOP_FILES and not rel.startswith(allowed_dirs):
+            yield Defect.of(
+                DefectCode.FILE_NOT_ALLOWED, f"{rel} is not part of a package", file=rel
+            )
+        if len(content) > MAX_FILE_BYTES:
+            yield Defect.of(DefectCode.FILE_TOO_LARGE, f"{rel} has {len(content)} bytes", file=rel)
+    if total > MAX_PACKAGE_BYTES:
+        yield Defect.of(DefectCode.FILE_TOO_LARGE, f"package has {total} bytes in all")
+
+
+def path_escapes(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    for rel, target in pkg.symlinks.items():
+        resolved = PurePosixPath(rel).parent / target
+        escapes = target.startswith("/") or _escapes(resolved)
+        if escapes or rel.startswith("environment/"):
+            yield Defect.of(
+                DefectCode.PATH_ESCAPE, f"symlink {rel} -> {target}", file=rel, target=target
+            )
+    for rel in pkg.files:
+        if ".." in PurePosixPath(rel).parts:
+            yield Defect.of(DefectCode.PATH_ESCAPE, f"path {rel} contains '..'", file=rel)
+
+
+def _escapes(path: PurePosixPath) -> bool:
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return True
+    return False
+
+
+def dockerfile_leaks(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    dockerfile = pkg.files.get("environment/Dockerfile", b"").decode("utf-8", "replace")
+    for line in dockerfile.splitlines():
+        words = line.strip().split()
+        if words and words[0].upper() in ("COPY", "ADD"):
+            for src in words[1:-1]:
+                if re.match(r"^(\.\./|/)?(tests|solution|\.user|\.patch|steps)\b", src):
+                    yield Defect.of(
+                        DefectCode.LEAK_VERIFIER_CONTENT,
+                        f"environment/Dockerfile copies {src} into the agent image",
+                        line=line.strip(),
+                    )
+
+
+def private_files_in_workspace(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    """A byte-identical copy of a tests/ or solution/ file in the agent-visible context."""
+    private = {
+        content: rel
+        for rel, content in pkg.files.items()
+        if rel.startswith(("tests/", "solution/"))
+        and len(content) >= 32
+        and not rel.startswith("tests/inputs/")  # the verifier's copy of s0 inputs is expected
+        and not rel.endswith("Dockerfile")
+    }
+    for rel, content in pkg.under("environment").items():
+        if content in private:
+            yield Defect.of(
+                DefectCode.LEAK_VERIFIER_CONTENT,
+                f"environment/{rel} is a copy of {private[content]}",
+                file=f"environment/{rel}",
+            )
+
+
+def agent_visible_text(pkg: EnvironmentPackage) -> dict[str, str]:
+    """Instruction plus the text of every s0 file the agent can open."""
+    texts = {INSTRUCTION: pkg.instruction}
+    workspace = pkg.workspace() if pkg.is_cowork else pkg.under("environment")
+    for rel, content in workspace.items():
+        if PurePosixPath(rel).suffix.lower() in TEXT_SUFFIXES:
+            texts[f"workspace/{rel}"] = content.decode("utf-8", errors="replace")
+    return texts
+
+
+def _number_tokens(value: float) -> list[str]:
+    tokens = {f"{value:.2f}", f"{value:,.2f}"}
+    if float(value).is_integer():
+        tokens |= {f"{int(value)}", f"{int(value):,}"}
+    return [t for t in tokens if len(t.replace(",", "").replace(".", "").lstrip("-")) >= 5]
+
+
+def expected_values_leak(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    """Distinctive expected numbers (≥ 5 digits) of the verifier visible to the agent."""
+    if pkg.verifier is None:
+        return
+    texts = agent_visible_text(pkg)
+    for component in pkg.verifier.components:
+        expected = getattr(component.check, "expected", None)
+        if isinstance(expected, bool) or not isinstance(expected, int | float):
+            continue
+        for token in _number_tokens(float(expected)):
+            pattern = re.compile(rf"(?<![\d.,]){re.escape(token)}(?![\d])")
+            for where, text in texts.items():
+                if where.startswith("workspace/") and where[10:] in _declared_inputs(pkg):
+                    continue  # values the agent must compute may not hide in the inputs' own rows
+                if pattern.search(text):
+                    yield Defect.of(
+                        DefectCode.LEAK_EXPECTED_VALUE,
+                        f"expected value {token} of component {component.id} appears in {where}",
+                        component=component.id,
+                        file=where,
+                    )
+                    return
+
+
+def _declared_inputs(pkg: EnvironmentPackage) -> set[str]:
+    return {a.path for a in pkg.artifacts.inputs} if pkg.artifacts else set()
+
+
+def user_state_leak(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    if pkg.user is None:
+        return
+    secrets = [*pkg.user.latent_goals, *(s.reveals for s in pkg.user.signal_plan)]
+    secrets += [p.message for p in pkg.patches]
+    texts = agent_visible_text(pkg)
+    for secret in secrets:
+        needle = " ".join(secret.split()).casefold()
+        if len(needle) < 20:
+            continue
+        for where, text in texts.items():
+            if needle in " ".join(text.split()).casefold():
+                yield Defect.of(
+                    DefectCode.LEAK_USER_STATE,
+                    f"private user state visible in {where}: {secret[:60]!r}",
+                    file=where,
+                )
+
+
+def verifier_components(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    spec = pkg.verifier
+    if spec is None:
+        return
+    meaningful = [c for c in spec.components if not _existence_only(c)]
+    if len(meaningful) < 3:
+        yield Defect.of(
+            DefectCode.VERIFIER_TOO_FEW_COMPONENTS,
+            f"{len(meaningful)} meaningful component(s); at least 3 are needed",
+            meaningful=[c.id for c in meaningful],
+        )
+    if not spec.red_lines:
+        yield Defect.of(DefectCode.VERIFIER_NO_RED_LINE, "no red line guards the inputs")
+    for component in spec.components:
+        reason = _permissive(component.check.model_dump(by_alias=True))
+        if reason:
+            yield Defect.of(
+                DefectCode.VERIFIER_PERMISSIVE_CHECK,
+                f"component {component.id}: {reason}",
+                component=component.id,
+            )
+
+
+def _existence_only(component: Component) -> bool:
+    check = component.check
+    return check.type in EXISTENCE_ONLY and getattr(check, "min_bytes", 1) <= 1
+
+
+def _permissive(check: dict[str, Any]) -> str | None:
+    expected = check.get("expected")
+    if isinstance(expected, int | float) and not isinstance(expected, bool):
+        allowed = max(check.get("tolerance", 0.0), check.get("rel_tolerance", 0.0) * abs(expected))
+        if expected != 0 and allowed >= 0.1 * abs(expected):
+            return f"tolerance {allowed} is ≥ 10% of the expected {expected}"
+    if check.get("type") == "text_regex" and check.get("must_match", True):
+        if re.fullmatch(r"\^?(\.\*|\.\+|\.|\\S|\\w|)\$?", check.get("pattern", "")):
+            return f"pattern {check.get('pattern')!r} matches any text"
+    if check.get("type") == "row_count" and not check.get("equals") and not check.get("min"):
+        if check.get("max") is None or check.get("max", 0) > 10_000:
+            return "row_count accepts an empty table"
+    if check.get("type") == "aggregate" and check.get("tolerance", 0) >= 1.0:
+        return f"aggregate tolerance {check.get('tolerance')} is too loose"
+    return None
+
+
+def shared_verifier(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    if pkg.config.verifier.mode == "shared":
+        yield Defect.of(
+            DefectCode.VERIFIER_SHARED_MODE,
+            "verifier runs in the agent's sandbox (shared mode): an agent can write the reward "
+            'file; set [verifier] environment_mode = "separate" and declare artifacts',
+        )
+
+
+def patches(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    if pkg.artifacts is None:
+        return
+    inputs = {a.path for a in pkg.artifacts.inputs}
+    s0 = pkg.workspace()
+    instruction = " ".join(pkg.instruction.split()).casefold()
+    for patch in pkg.patches:
+        sources = pkg.patch_files(patch.turn)
+        invalidated: set[str] = set()
+        news = (
+            patch.kind == "requirement_changed"
+            and " ".join(patch.message.split()).casefold() not in instruction
+        )
+        for update in patch.updates:
+            if update.path not in inputs:
+                yield Defect.of(
+                    DefectCode.PATCH_UNAUTHORIZED,
+                    f"turn {patch.turn} edits {update.path}, which is not a declared input",
+                    turn=patch.turn,
+                    path=update.path,
+                )
+            new = sources.get(update.source or "", None)
+            if update.op == "delete" or (new is not None and new != s0.get(update.path)):
+                news = True
+            invalidated |= pkg.artifacts.dependents(update.path)
+        if not news:
+            yield Defect.of(
+                DefectCode.PATCH_NO_NEW_INFORMATION,
+                f"turn {patch.turn} changes no input and states no new requirement",
+                turn=patch.turn,
+            )
+        missing = sorted(invalidated - set(patch.invalidates))
+        if missing:
+            yield Defect.of(
+                DefectCode.PATCH_INVALIDATION_MISSING,
+                f"turn {patch.turn} does not list dependent artifacts {missing} as invalidated",
+                turn=patch.turn,
+                missing=missing,
+            )
+
+
+RULES: list[Rule] = [
+    structure,
+    whitelist_and_sizes,
+    path_escapes,
+    dockerfile_leaks,
+    private_files_in_workspace,
+    expected_values_leak,
+    user_state_leak,
+    verifier_components,
+    shared_verifier,
+    patches,
+]
+
+
+def audit(pkg: EnvironmentPackage) -> list[Defect]:
+    return [defect for rule in RULES for defect in rule(pkg)]

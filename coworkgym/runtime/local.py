@@ -1,0 +1,146 @@
+"""Run a package's reference solution and verifier in local sandboxes.
+
+Mount plan (the same separation the Kubernetes Jobs use):
+- solution:  workspace rw at the workdir, solution/ ro at /solution, nothing else
+- verifier:  a *copy* of the workspace at the workdir, tests/ ro at /tests,
+             a fresh /logs/verifier rw — so a run cannot forge or reuse a reward
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..package.package import EnvironmentPackage
+from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
+from .workspace import apply_patch, copy_tree, write_files
+
+
+@dataclass
+class VerifyOutcome:
+    """One verification: a reward, or *invalid* (never a 0 standing in for a crash)."""
+
+    valid: bool
+    reward: float | None
+    rewards: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    run: SandboxResult | None = None
+
+    def component_scores(self) -> dict[str, float]:
+        return {c["id"]: c["score"] for c in self.details.get("components", [])}
+
+
+class LocalRuntime:
+    def __init__(
+        self,
+        sandbox: Sandbox | None = None,
+        solution_limits: Limits | None = None,
+        verifier_limits: Limits | None = None,
+    ) -> None:
+        self.sandbox = sandbox or default_sandbox()
+        self.solution_limits = solution_limits or Limits(timeout_s=300, memory_mb=2048)
+        self.verifier_limits = verifier_limits or Limits(timeout_s=300, memory_mb=2048)
+
+    def run_solution(
+        self, pkg: EnvironmentPackage, workspace: Path, workdir: str, turn: int = 0
+    ) -> SandboxResult:
+        with tempfile.TemporaryDirectory(prefix="cwg-solution-") as tmp:
+            solution = Path(tmp) / "solution"
+            solution.mkdir()
+            write_files(solution, pkg.under("solution"))
+            return self.sandbox.run(
+                ["bash", "/solution/solve.sh"],
+                [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")],
+                limits=self.solution_limits,
+                env={"COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir},
+                cwd=workdir,
+            )
+
+    def run_reference(
+        self, pkg: EnvironmentPackage, workspace: Path, workdir: str, upto_turn: int | None = None
+    ) -> list[SandboxResult]:
+        """The reference completion: solve turn 0, then for each user turn apply its patch
+        and solve again. Stops at the first failing run."""
+        last = len(pkg.patches) if upto_turn is None else upto_turn
+        results = []
+        for turn in range(last + 1):
+            if turn > 0:
+                apply_patch(pkg, turn, workspace)
+            result = self.run_solution(pkg, workspace, workdir, turn)
+            results.append(result)
+            if not result.ok:
+                break
+        return results
+
+    def run_verifier(
+        self,
+        pkg: EnvironmentPackage,
+        workspace: Path,
+        workdir: str,
+        *,
+        trajectory: dict[str, Any] | None = None,
+        rubric_scores: dict[str, float] | None = None,
+    ) -> VerifyOutcome:
+        with tempfile.TemporaryDirectory(prefix="cwg-verify-") as tmp:
+            root = Path(tmp)
+            tests, logs, ws = root / "tests", root / "logs", root / "workspace"
+            write_files(tests, pkg.under("tests"))
+            logs.mkdir()
+            copy_tree(workspace, ws)
+            mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
+            mounts.append(Mount(logs, "/logs/verifier", writable=True))
+            env = {"COWORK_WORKSPACE": workdir}
+            extra = root / "extra"
+            extra.mkdir()
+            for name, data in (("trajectory", trajectory), ("rubric_scores", rubric_scores)):
+                if data is not None:
+                    (extra / f"{name}.json").write_text(json.dumps(data))
+                    env[f"COWORK_{name.upper()}"] = f"/cowork-extra/{name}.json"
+            mounts.append(Mount(extra, "/cowork-extra"))
+            run = self.sandbox.run(
+                ["bash", "/tests/test.sh"],
+                mounts,
+                limits=self.verifier_limits,
+                env=env,
+                cwd="/tests",
+            )
+            return read_outcome(logs, run)
+
+
+def read_outcome(logs: Path, run: SandboxResult) -> VerifyOutcome:
+    details: dict[str, Any] = {}
+    if (logs / "details.json").is_file():
+        try:
+            details = json.loads((logs / "details.json").read_text())
+        except ValueError:
+            details = {}
+    rewards = _read_rewards(logs)
+    if rewards is None or "reward" not in rewards:
+        why = details.get("error") or f"no reward written ({run.describe()})"
+        return VerifyOutcome(False, None, details=details, error=str(why), run=run)
+    return VerifyOutcome(True, rewards["reward"], rewards, details, run=run)
+
+
+def _read_rewards(logs: Path) -> dict[str, float] | None:
+    """Harbor's contract: reward.json (flat, finite numbers) wins over reward.txt."""
+    as_json, as_text = logs / "reward.json", logs / "reward.txt"
+    try:
+        if as_json.is_file():
+            data = json.loads(as_json.read_text())
+            if not isinstance(data, dict):
+                return None
+            return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
+        if as_text.is_file():
+            return {"reward": float(as_text.read_text().strip())}
+    except ValueError:
+        return None
+    return None
+
+
+def clean(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

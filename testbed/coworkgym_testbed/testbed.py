@@ -1,0 +1,347 @@
+"""Bring the test-bed up and down, and describe a running one.
+
+All of a run lives in one directory (default `./.testbed`, or $COWORKGYM_TESTBED_DIR):
+the PKI, the kubeconfig, data, one log per component under logs/, and state.json, which
+records PIDs, ports and credentials so that another process (the CLI, a pytest session)
+can find, use and stop the same test-bed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import pki as pki_mod
+from . import proc
+from .binaries import which
+from .components import COMPONENTS, LOOPBACK, Cluster, Component, S3Credentials
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+STATE_FILE = "state.json"
+# Only a directory carrying this marker (or an empty one) is ever wiped by `up`.
+MARKER = ".coworkgym-testbed"
+BUCKET = "cowork-gym"
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+def default_run_dir() -> Path:
+    return Path(os.environ.get("COWORKGYM_TESTBED_DIR") or Path.cwd() / ".testbed").absolute()
+
+
+@dataclass
+class Testbed:
+    """A test-bed run, as recorded in its state file."""
+
+    run_dir: Path
+    ports: dict[str, int]
+    s3_credentials: S3Credentials
+    processes: dict[str, proc.ProcessRecord] = field(default_factory=dict)
+    # Seconds from the start of `up` until each component was ready.
+    ready_after: dict[str, float] = field(default_factory=dict)
+
+    # ---- what clients need -------------------------------------------------------------
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster(self.run_dir, pki_mod.Pki(self.run_dir / "pki"), self.ports, self.s3_credentials)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+    @property
+    def api_url(self) -> str:
+        return self.cluster.api_url
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cluster.pki.ca_cert
+
+    @property
+    def s3_endpoint(self) -> str:
+        return self.cluster.s3_endpoint
+
+    @property
+    def s3_bucket(self) -> str:
+        return self.s3_credentials.bucket
+
+    @property
+    def s3_access_key(self) -> str:
+        return self.s3_credentials.access_key
+
+    @property
+    def s3_secret_key(self) -> str:
+        return self.s3_credentials.secret_key
+
+    @property
+    def s3_region(self) -> str:
+        return self.s3_credentials.region
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point clients (kubectl, kopf, boto3) at this test-bed."""
+        return {
+            "COWORKGYM_TESTBED_DIR": str(self.run_dir),
+            "KUBECONFIG": str(self.kubeconfig),
+            "COWORKGYM_KUBE_API": self.api_url,
+            "COWORKGYM_S3_ENDPOINT": self.s3_endpoint,
+            "COWORKGYM_S3_BUCKET": self.s3_bucket,
+            "AWS_ACCESS_KEY_ID": self.s3_access_key,
+            "AWS_SECRET_ACCESS_KEY": self.s3_secret_key,
+            "AWS_DEFAULT_REGION": self.s3_region,
+            "AWS_ENDPOINT_URL_S3": self.s3_endpoint,
+            # Never let an AWS SDK probe the instance-metadata address for credentials.
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def kubernetes_client(self) -> Any:
+        """A `kubernetes.client.ApiClient` for the admin user (needs the `operator` extra)."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def s3_client(self) -> S3Client:
+        from .s3 import client
+
+        return client(self.s3_endpoint, self.s3_credentials)
+
+    def run(
+        self,
+        tool: str,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a test-bed program (kubectl, helm, kubeconform, promtool, ...) against this
+        test-bed; output is captured as text. With check=True a non-zero exit raises
+        CalledProcessError, whose message includes stderr."""
+        env = os.environ | self.env()
+        helm_home = self.run_dir / "helm"  # keep helm's config/cache out of $HOME
+        env |= {f"HELM_{k}_HOME": str(helm_home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")}
+        cp = subprocess.run(
+            [str(which(tool)), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and cp.returncode != 0:
+            raise subprocess.CalledProcessError(cp.returncode, cp.args, cp.stdout, cp.stderr)
+        return cp
+
+    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("kubectl", f"--kubeconfig={self.kubeconfig}", *args, **kw)
+
+    def helm(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("helm", f"--kubeconfig={self.kubeconfig}", *args, **kw)
+
+    def kubeconform(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("kubeconform", *args, **kw)
+
+    def promtool(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run("promtool", *args, **kw)
+
+    def kubeconform_schema_location(self, refresh: bool = False) -> str:
+        """A `-schema-location` for kubeconform, generated offline from this API server's
+        OpenAPI (so CRDs installed so far are included; pass refresh=True after adding more)."""
+        from .schemas import SCHEMA_TEMPLATE, generate
+
+        out = self.run_dir / "kubeconform-schemas"
+        if refresh or not out.is_dir():
+            generate(self.api_url, self.cluster.tls(), out)
+        return str(out / SCHEMA_TEMPLATE)
+
+    # ---- liveness and logs ---------------------------------------------------------------
+    def running(self) -> dict[str, bool]:
+        return {name: proc.is_running(rec) for name, rec in self.processes.items()}
+
+    def healthy(self) -> bool:
+        """Every component recorded, alive, and ready."""
+        by_name = {c.name: c for c in COMPONENTS}
+        return set(self.processes) == set(by_name) and all(
+            proc.is_running(rec) and by_name[name].ready(self.cluster)
+            for name, rec in self.processes.items()
+        )
+
+    def log_path(self, component: str) -> Path:
+        return self.run_dir / "logs" / f"{component}.log"
+
+    def logs_tail(self, lines: int = 25) -> str:
+        parts = []
+        for name in self.processes:
+            parts.append(f"----- {name} ({self.log_path(name)}) -----")
+            parts.append(proc.tail(self.log_path(name), lines))
+        return "\n".join(parts)
+
+    # ---- state file ------------------------------------------------------------------------
+    def save(self) -> None:
+        data = {
+            "run_dir": str(self.run_dir),
+            "ports": self.ports,
+            "s3": vars(self.s3_credentials),
+            "processes": {n: r.to_json() for n, r in self.processes.items()},
+            "ready_after": self.ready_after,
+            # Derived, for shell users and other tools reading the file.
+            "kubeconfig": str(self.kubeconfig),
+            "api_url": self.api_url,
+            "s3_endpoint": self.s3_endpoint,
+        }
+        tmp = self.run_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.chmod(0o600)  # holds the S3 secret
+        tmp.replace(self.run_dir / STATE_FILE)
+
+    @classmethod
+    def load(cls, run_dir: Path | None = None) -> Testbed | None:
+        run_dir = run_dir or default_run_dir()
+        try:
+            data = json.loads((run_dir / STATE_FILE).read_text())
+        except FileNotFoundError:
+            return None
+        return cls(
+            run_dir=Path(data["run_dir"]),
+            ports=data["ports"],
+            s3_credentials=S3Credentials(**data["s3"]),
+            processes={n: proc.ProcessRecord.from_json(r) for n, r in data["processes"].items()},
+            ready_after=data.get("ready_after", {}),
+        )
+
+    def stop(self) -> None:
+        """Stop the recorded processes, last started first; keep the logs."""
+        for name in reversed(list(self.processes)):
+            proc.stop(self.processes[name])
+        (self.run_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+# ---- bringing it up ----------------------------------------------------------------------
+def _free_ports(names: list[str]) -> dict[str, int]:
+    """Ports the kernel calls free right now; all sockets stay open until every port is
+    picked so that no two names get the same one."""
+    with contextlib.ExitStack() as stack:
+        ports = {}
+        for name in names:
+            s = stack.enter_context(socket.socket())
+            s.bind((LOOPBACK, 0))
+            ports[name] = s.getsockname()[1]
+        return ports
+
+
+def _fresh_run_dir(run_dir: Path) -> None:
+    if run_dir.exists() and any(run_dir.iterdir()) and not (run_dir / MARKER).exists():
+        raise StartupError(f"{run_dir} is not empty and is not a test-bed directory; refusing to wipe it")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    (run_dir / MARKER).touch()
+
+
+def _write_kubeconfig(c: Cluster) -> None:
+    # JSON is YAML: kubectl, kopf and the Python client all read it.
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "testbed", "cluster": {"server": c.api_url, "certificate-authority": str(c.pki.ca_cert)}}],
+        "users": [
+            {
+                "name": "admin",
+                "user": {"client-certificate": str(c.pki.admin_cert), "client-key": str(c.pki.admin_key)},
+            }
+        ],
+        "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": "admin"}}],
+        "current-context": "testbed",
+    }
+    c.kubeconfig.write_text(json.dumps(kubeconfig, indent=2))
+
+
+@contextlib.contextmanager
+def _cleanup_on_error(tb: Testbed) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        tb.stop()
+        raise
+
+
+def up(
+    run_dir: Path | None = None,
+    timeout: float = 180.0,
+    say: Callable[[str], None] = lambda _msg: None,
+) -> tuple[Testbed, bool]:
+    """Start the test-bed in `run_dir`, or reuse a healthy one already running there.
+
+    Returns (testbed, started): started is False when an existing one was reused.
+    """
+    run_dir = (run_dir or default_run_dir()).absolute()
+    existing = Testbed.load(run_dir)
+    if existing is not None:
+        if existing.healthy():
+            say(f"reusing the test-bed running in {run_dir}")
+            return existing, False
+        say(f"stopping the remains of an unhealthy test-bed in {run_dir}")
+        existing.stop()
+
+    t0 = time.monotonic()
+    _fresh_run_dir(run_dir)
+    pki_mod.generate(run_dir / "pki")
+    tb = Testbed(
+        run_dir=run_dir,
+        ports=_free_ports([p for comp in COMPONENTS for p in comp.ports]),
+        s3_credentials=S3Credentials(
+            access_key="tb" + secrets.token_hex(9), secret_key=secrets.token_urlsafe(30), bucket=BUCKET
+        ),
+    )
+    c = tb.cluster
+    _write_kubeconfig(c)
+    tb.save()
+
+    deadline = t0 + timeout
+    by_name = {comp.name: comp for comp in COMPONENTS}
+
+    def wait_ready(comp: Component) -> None:
+        if comp.name in tb.ready_after:
+            return
+        rec = tb.processes[comp.name]
+        while not comp.ready(c):
+            if not proc.is_running(rec):
+                raise StartupError(f"{comp.name} exited during startup:\n{proc.tail(rec.log)}")
+            if time.monotonic() > deadline:
+                raise StartupError(f"{comp.name} not ready after {timeout:.0f}s:\n{proc.tail(rec.log)}")
+            time.sleep(0.2)
+        tb.ready_after[comp.name] = round(time.monotonic() - t0, 2)
+        tb.save()
+        say(f"{comp.name} ready after {tb.ready_after[comp.name]}s")
+
+    with _cleanup_on_error(tb):
+        for comp in COMPONENTS:
+            for dep in comp.needs:
+                wait_ready(by_name[dep])
+            comp.prepare(c)
+            tb.processes[comp.name] = proc.spawn(comp.name, comp.argv(c), tb.log_path(comp.name))
+            tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
+        for comp in COMPONENTS:
+            wait_ready(comp)
+    return tb, True
+
+
+def down(run_dir: Path | None = None) -> bool:
+    """Stop the test-bed recorded in `run_dir`. False if none was recorded."""
+    tb = Testbed.load(run_dir)
+    if tb is None:
+        return False
+    tb.stop()
+    return True
