@@ -99,3 +99,7 @@ class Defect(BaseModel):
             message=message,
             evidence=evidence,
         )
+
+    @classmethod
+    def with_evidence(cls, code: DefectCode, message: str, evidence: dict[str, object]) -> Defect:
+        return cls(code=code, owner=CATALOGUE[code][0], message=message, evidence=evidence)
