@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .defects import Defect, DefectCode
+from .defects import Defect, DefectCode, Owner
 
 
 def harbor_executable() -> str | None:
@@ -46,11 +46,8 @@ def harbor_lint(package_dir: Path) -> list[Defect] | None:
     defects = []
     for finding in findings:
         rel = str(finding.get("path", ""))
-        owner = (
-            "verifier"
-            if "/tests/" in f"/{rel}" or finding.get("rule") == "shared-verifier"
-            else "builder"
-        )
+        verifier_side = "/tests/" in f"/{rel}" or finding.get("rule") == "shared-verifier"
+        owner: Owner = "verifier" if verifier_side else "builder"
         defects.append(
             Defect.of(
                 DefectCode.HARBOR_LINT,

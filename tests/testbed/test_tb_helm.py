@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from coworkgym_testbed.testbed import Testbed
 
-from .conftest import FIXTURES
-
 pytestmark = pytest.mark.testbed
+FIXTURES = Path(__file__).parent / "fixtures"
 CHART = str(FIXTURES / "chart")
 
 

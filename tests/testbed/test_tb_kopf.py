@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from coworkgym_testbed.testbed import Testbed
 from kopf.testing import KopfRunner
 
-from .conftest import FIXTURES
-
 pytestmark = pytest.mark.testbed
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_kopf_operator_writes_status(testbed_env: Testbed, widgets_crd: str, testbed_namespace: str) -> None:

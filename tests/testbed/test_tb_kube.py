@@ -6,14 +6,14 @@ import json
 import subprocess
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from coworkgym_testbed.testbed import Testbed
 
-from .conftest import FIXTURES
-
 pytestmark = pytest.mark.testbed
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_crd_and_custom_resource_with_kubectl(testbed: Testbed, widgets_crd: str, testbed_namespace: str) -> None:

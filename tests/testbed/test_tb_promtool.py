@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from coworkgym_testbed.testbed import Testbed
 
-from .conftest import FIXTURES
-
 pytestmark = pytest.mark.testbed
+FIXTURES = Path(__file__).parent / "fixtures"
 RULES = FIXTURES / "prometheus"
 
 
