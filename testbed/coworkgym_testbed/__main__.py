@@ -1,15 +1,16 @@
 """python -m coworkgym_testbed up|down|status|env|schemas
 
-  up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse a healthy one
-  down     stop it (logs stay in the run dir)
-  status   one line per component; exit 1 unless all are running and ready
-  env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"
-  schemas  write kubeconform schemas from the running API server into DIR
+up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse a healthy one
+down     stop it (logs stay in the run dir)
+status   one line per component; exit 1 unless all are running and ready
+env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"
+schemas  write kubeconform schemas from the running API server into DIR
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 import time
@@ -33,9 +34,14 @@ def _loaded(run_dir: Path | None) -> tb_mod.Testbed:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m coworkgym_testbed", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", type=Path, help="run directory (default: $COWORKGYM_TESTBED_DIR or ./.testbed)")
+    ap = argparse.ArgumentParser(
+        prog="python -m coworkgym_testbed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--dir", type=Path, help="run directory (default: $COWORKGYM_TESTBED_DIR or ./.testbed)"
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up")
     p_up.add_argument("--timeout", type=float, default=180.0)
@@ -78,10 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         # The built kubectl/helm/kubeconform first on PATH (an older kubectl may be installed).
         dirs = []
         for tool in ("kubectl", "helm", "kubeconform"):
-            try:
+            with contextlib.suppress(MissingBinaryError):
                 dirs.append(str(which(tool).parent))
-            except MissingBinaryError:
-                pass
         if dirs:
             print(f'export PATH={shlex.quote(":".join(dict.fromkeys(dirs)))}:"$PATH"')
         return 0

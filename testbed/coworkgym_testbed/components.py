@@ -69,7 +69,7 @@ def http_ok(url: str, tls: ssl.SSLContext | None = None) -> bool:
     """True when GET `url` answers 200 within 2 s."""
     try:
         with urllib.request.urlopen(url, timeout=2, context=tls) as r:
-            return r.status == 200
+            return bool(r.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
@@ -79,7 +79,7 @@ class Component(ABC):
     needs: ClassVar[tuple[str, ...]] = ()
     ports: ClassVar[tuple[str, ...]] = ()  # port names allocated for this component
 
-    def prepare(self, c: Cluster) -> None:
+    def prepare(self, c: Cluster) -> None:  # noqa: B027 - optional hook, not abstract
         """Write config files before start (default: nothing)."""
 
     @abstractmethod

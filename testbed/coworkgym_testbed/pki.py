@@ -101,7 +101,9 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
+) -> x509.CertificateBuilder:
     now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
@@ -171,7 +173,9 @@ def generate(directory: Path) -> Pki:
             ),
             critical=True,
         )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     pki.ca_cert.write_bytes(ca.public_bytes(pem))
@@ -181,11 +185,15 @@ def generate(directory: Path) -> Pki:
         [x509.DNSName(n) for n in SERVING_DNS]
         + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
     )
-    serving, serving_key = _leaf(ca, ca_key, _name("cowork-gym-testbed"), ExtendedKeyUsageOID.SERVER_AUTH, san)
+    serving, serving_key = _leaf(
+        ca, ca_key, _name("cowork-gym-testbed"), ExtendedKeyUsageOID.SERVER_AUTH, san
+    )
     pki.serving_cert.write_bytes(serving.public_bytes(pem))
     _write_key(pki.serving_key, serving_key)
 
-    admin, admin_key = _leaf(ca, ca_key, _name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH)
+    admin, admin_key = _leaf(
+        ca, ca_key, _name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     pki.admin_cert.write_bytes(admin.public_bytes(pem))
     _write_key(pki.admin_key, admin_key)
 

@@ -45,7 +45,9 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
-def spawn(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> ProcessRecord:
+def spawn(
+    name: str, argv: list[str], log: Path, env: dict[str, str] | None = None
+) -> ProcessRecord:
     """Start `argv` in its own session (so a Ctrl-C in the shell that ran `up` does not reach
     it), with stdout and stderr appended to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,6 @@
-"""pytest plugin for the test-bed. Register it with `pytest_plugins = ["coworkgym_testbed.pytest_plugin"]`.
+"""pytest plugin for the test-bed.
+
+Register it in a conftest.py: `pytest_plugins = ["coworkgym_testbed.pytest_plugin"]`.
 
 - Tests marked `@pytest.mark.testbed` run only with `--testbed` or COWORKGYM_TESTBED=1;
   otherwise they are skipped, with the reason saying how to enable them.
@@ -45,11 +47,17 @@ def enabled(config: pytest.Config) -> bool:
 
 
 def _run_dir(config: pytest.Config) -> Path:
-    return default_run_dir() if os.environ.get("COWORKGYM_TESTBED_DIR") else config.rootpath / ".testbed"
+    return (
+        default_run_dir()
+        if os.environ.get("COWORKGYM_TESTBED_DIR")
+        else config.rootpath / ".testbed"
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    state = f"on, run dir {_run_dir(config)}" if enabled(config) else f"off (--testbed or {ENV_FLAG}=1)"
+    state = (
+        f"on, run dir {_run_dir(config)}" if enabled(config) else f"off (--testbed or {ENV_FLAG}=1)"
+    )
     return f"testbed: {state}"
 
 
@@ -89,7 +97,9 @@ def testbed_namespace(testbed: Testbed) -> Iterator[str]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed and "testbed" in getattr(item, "fixturenames", ()):
         tb = Testbed.load(_run_dir(item.config))

@@ -47,6 +47,8 @@ def default_run_dir() -> Path:
 class Testbed:
     """A test-bed run, as recorded in its state file."""
 
+    __test__ = False  # a name starting with "Test" is not a pytest test class
+
     run_dir: Path
     ports: dict[str, int]
     s3_credentials: S3Credentials
@@ -57,7 +59,9 @@ class Testbed:
     # ---- what clients need -------------------------------------------------------------
     @property
     def cluster(self) -> Cluster:
-        return Cluster(self.run_dir, pki_mod.Pki(self.run_dir / "pki"), self.ports, self.s3_credentials)
+        return Cluster(
+            self.run_dir, pki_mod.Pki(self.run_dir / "pki"), self.ports, self.s3_credentials
+        )
 
     @property
     def kubeconfig(self) -> Path:
@@ -111,7 +115,8 @@ class Testbed:
         """A `kubernetes.client.ApiClient` for the admin user (needs the `operator` extra)."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        # The kubernetes package ships partial type hints; this function has none.
+        return config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
 
     def s3_client(self) -> S3Client:
         from .s3 import client
@@ -244,7 +249,9 @@ def _free_ports(names: list[str]) -> dict[str, int]:
 
 def _fresh_run_dir(run_dir: Path) -> None:
     if run_dir.exists() and any(run_dir.iterdir()) and not (run_dir / MARKER).exists():
-        raise StartupError(f"{run_dir} is not empty and is not a test-bed directory; refusing to wipe it")
+        raise StartupError(
+            f"{run_dir} is not empty and is not a test-bed directory; refusing to wipe it"
+        )
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     (run_dir / MARKER).touch()
@@ -255,11 +262,19 @@ def _write_kubeconfig(c: Cluster) -> None:
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "testbed", "cluster": {"server": c.api_url, "certificate-authority": str(c.pki.ca_cert)}}],
+        "clusters": [
+            {
+                "name": "testbed",
+                "cluster": {"server": c.api_url, "certificate-authority": str(c.pki.ca_cert)},
+            }
+        ],
         "users": [
             {
                 "name": "admin",
-                "user": {"client-certificate": str(c.pki.admin_cert), "client-key": str(c.pki.admin_key)},
+                "user": {
+                    "client-certificate": str(c.pki.admin_cert),
+                    "client-key": str(c.pki.admin_key),
+                },
             }
         ],
         "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": "admin"}}],
@@ -302,7 +317,9 @@ def up(
         run_dir=run_dir,
         ports=_free_ports([p for comp in COMPONENTS for p in comp.ports]),
         s3_credentials=S3Credentials(
-            access_key="tb" + secrets.token_hex(9), secret_key=secrets.token_urlsafe(30), bucket=BUCKET
+            access_key="tb" + secrets.token_hex(9),
+            secret_key=secrets.token_urlsafe(30),
+            bucket=BUCKET,
         ),
     )
     c = tb.cluster
@@ -320,7 +337,9 @@ def up(
             if not proc.is_running(rec):
                 raise StartupError(f"{comp.name} exited during startup:\n{proc.tail(rec.log)}")
             if time.monotonic() > deadline:
-                raise StartupError(f"{comp.name} not ready after {timeout:.0f}s:\n{proc.tail(rec.log)}")
+                raise StartupError(
+                    f"{comp.name} not ready after {timeout:.0f}s:\n{proc.tail(rec.log)}"
+                )
             time.sleep(0.2)
         tb.ready_after[comp.name] = round(time.monotonic() - t0, 2)
         tb.save()

@@ -14,5 +14,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def widgets_crd(testbed: Testbed) -> str:
     """The `widgets.cowork.test` CRD, applied and Established."""
     testbed.kubectl("apply", "-f", str(FIXTURES / "crd-widgets.yaml"))
-    testbed.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.cowork.test")
+    testbed.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.cowork.test"
+    )
     return "widgets.cowork.test"

@@ -21,7 +21,13 @@ def test_helm_lint(testbed: Testbed) -> None:
 def test_helm_template_passes_kubeconform(testbed: Testbed) -> None:
     rendered = testbed.helm("template", "demo", CHART).stdout
     cp = testbed.kubeconform(
-        "-strict", "-summary", "-output", "json", "-schema-location", testbed.kubeconform_schema_location(), "-",
+        "-strict",
+        "-summary",
+        "-output",
+        "json",
+        "-schema-location",
+        testbed.kubeconform_schema_location(),
+        "-",
         input=rendered,
     )
     summary = json.loads(cp.stdout)["summary"]
@@ -30,7 +36,9 @@ def test_helm_template_passes_kubeconform(testbed: Testbed) -> None:
 
 def test_kubeconform_rejects_bad_manifests(testbed: Testbed) -> None:
     loc = testbed.kubeconform_schema_location()
-    cp = testbed.kubeconform("-strict", "-schema-location", loc, str(FIXTURES / "bad-deployment.yaml"), check=False)
+    cp = testbed.kubeconform(
+        "-strict", "-schema-location", loc, str(FIXTURES / "bad-deployment.yaml"), check=False
+    )
     assert cp.returncode == 1
     assert "replica" in cp.stdout and "replicas" in cp.stdout
 
@@ -43,9 +51,13 @@ def test_kubeconform_rejects_bad_manifests(testbed: Testbed) -> None:
 
 def test_kubeconform_knows_crds(testbed: Testbed, widgets_crd: str) -> None:
     loc = testbed.kubeconform_schema_location(refresh=True)  # pick up the CRD
-    ok = testbed.kubeconform("-strict", "-schema-location", loc, str(FIXTURES / "widget-ok.yaml"), check=False)
+    ok = testbed.kubeconform(
+        "-strict", "-schema-location", loc, str(FIXTURES / "widget-ok.yaml"), check=False
+    )
     assert ok.returncode == 0, ok.stdout
-    bad = testbed.kubeconform("-strict", "-schema-location", loc, str(FIXTURES / "widget-bad-type.yaml"), check=False)
+    bad = testbed.kubeconform(
+        "-strict", "-schema-location", loc, str(FIXTURES / "widget-bad-type.yaml"), check=False
+    )
     assert bad.returncode == 1
     assert "size" in bad.stdout
 

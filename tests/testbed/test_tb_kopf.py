@@ -14,9 +14,18 @@ pytestmark = pytest.mark.testbed
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def test_kopf_operator_writes_status(testbed_env: Testbed, widgets_crd: str, testbed_namespace: str) -> None:
+def test_kopf_operator_writes_status(
+    testbed_env: Testbed, widgets_crd: str, testbed_namespace: str
+) -> None:
     tb, ns = testbed_env, testbed_namespace
-    args = ["run", "--standalone", "--namespace", ns, "--verbose", str(FIXTURES / "operator_widgets.py")]
+    args = [
+        "run",
+        "--standalone",
+        "--namespace",
+        ns,
+        "--verbose",
+        str(FIXTURES / "operator_widgets.py"),
+    ]
     status: dict[str, object] = {}
     with KopfRunner(args, timeout=60) as runner:
         tb.kubectl("apply", "-n", ns, "-f", str(FIXTURES / "widget-ok.yaml"))

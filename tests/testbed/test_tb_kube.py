@@ -16,23 +16,36 @@ pytestmark = pytest.mark.testbed
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def test_crd_and_custom_resource_with_kubectl(testbed: Testbed, widgets_crd: str, testbed_namespace: str) -> None:
+def test_crd_and_custom_resource_with_kubectl(
+    testbed: Testbed, widgets_crd: str, testbed_namespace: str
+) -> None:
     testbed.kubectl("apply", "-n", testbed_namespace, "-f", str(FIXTURES / "widget-ok.yaml"))
-    got = json.loads(testbed.kubectl("get", "widget", "ok", "-n", testbed_namespace, "-o", "json").stdout)
+    got = json.loads(
+        testbed.kubectl("get", "widget", "ok", "-n", testbed_namespace, "-o", "json").stdout
+    )
     assert got["spec"] == {"size": 3, "color": "green"}
     assert got["metadata"]["uid"]
 
 
-def test_schema_violation_is_rejected_by_the_server(testbed: Testbed, widgets_crd: str, testbed_namespace: str) -> None:
+def test_schema_violation_is_rejected_by_the_server(
+    testbed: Testbed, widgets_crd: str, testbed_namespace: str
+) -> None:
     with pytest.raises(subprocess.CalledProcessError) as err:
-        testbed.kubectl("apply", "-n", testbed_namespace, "-f", str(FIXTURES / "widget-bad-type.yaml"))
+        testbed.kubectl(
+            "apply", "-n", testbed_namespace, "-f", str(FIXTURES / "widget-bad-type.yaml")
+        )
     assert "spec.size" in err.value.stderr and "integer" in err.value.stderr
 
     # The same through the Python client: 422 from the API server, naming the field.
     from kubernetes import client
 
     api = client.CustomObjectsApi(testbed.kubernetes_client())
-    body = {"apiVersion": "cowork.test/v1", "kind": "Widget", "metadata": {"name": "small"}, "spec": {"size": 0}}
+    body = {
+        "apiVersion": "cowork.test/v1",
+        "kind": "Widget",
+        "metadata": {"name": "small"},
+        "spec": {"size": 0},
+    }
     with pytest.raises(client.ApiException) as api_err:
         api.create_namespaced_custom_object("cowork.test", "v1", testbed_namespace, "widgets", body)
     assert api_err.value.status == 422
@@ -40,9 +53,23 @@ def test_schema_violation_is_rejected_by_the_server(testbed: Testbed, widgets_cr
     api.api_client.close()
 
 
-def test_unknown_field_is_rejected_with_strict_validation(testbed: Testbed, widgets_crd: str, testbed_namespace: str) -> None:
-    manifest = "apiVersion: cowork.test/v1\nkind: Widget\nmetadata: {name: typo}\nspec: {size: 1, colour: red}\n"
-    cp = testbed.kubectl("apply", "-n", testbed_namespace, "--validate=strict", "-f", "-", input=manifest, check=False)
+def test_unknown_field_is_rejected_with_strict_validation(
+    testbed: Testbed, widgets_crd: str, testbed_namespace: str
+) -> None:
+    manifest = (
+        "apiVersion: cowork.test/v1\nkind: Widget\nmetadata: {name: typo}\n"
+        "spec: {size: 1, colour: red}\n"
+    )
+    cp = testbed.kubectl(
+        "apply",
+        "-n",
+        testbed_namespace,
+        "--validate=strict",
+        "-f",
+        "-",
+        input=manifest,
+        check=False,
+    )
     assert cp.returncode != 0
     assert "spec.colour" in cp.stderr
 
@@ -70,16 +97,21 @@ def _wait_gone(read: Any, timeout: float = 60) -> bool:
 
 
 def test_controller_manager_collects_garbage(testbed: Testbed, testbed_namespace: str) -> None:
-    from kubernetes import client
+    from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta, V1OwnerReference
 
-    v1 = client.CoreV1Api(testbed.kubernetes_client())
+    v1 = CoreV1Api(testbed.kubernetes_client())
     ns = testbed_namespace
-    owner = v1.create_namespaced_config_map(ns, {"metadata": {"name": f"owner-{uuid.uuid4().hex[:6]}"}})
-    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid}
-    dep = v1.create_namespaced_config_map(ns, {"metadata": {"name": "dependent", "ownerReferences": [ref]}})
-    assert dep.metadata.owner_references[0].uid == owner.metadata.uid
+    owner = v1.create_namespaced_config_map(
+        ns, V1ConfigMap(metadata=V1ObjectMeta(name=f"owner-{uuid.uuid4().hex[:6]}"))
+    ).metadata
+    assert owner is not None and owner.name and owner.uid
+    ref = V1OwnerReference(api_version="v1", kind="ConfigMap", name=owner.name, uid=owner.uid)
+    dep = v1.create_namespaced_config_map(
+        ns, V1ConfigMap(metadata=V1ObjectMeta(name="dependent", owner_references=[ref]))
+    ).metadata
+    assert dep is not None and dep.owner_references and dep.owner_references[0].uid == owner.uid
 
-    v1.delete_namespaced_config_map(owner.metadata.name, ns)
+    v1.delete_namespaced_config_map(owner.name, ns)
     assert _wait_gone(lambda: v1.read_namespaced_config_map("dependent", ns)), (
         "the garbage collector did not delete the dependent ConfigMap within 60s"
     )
@@ -90,7 +122,9 @@ def test_default_service_account_exists(testbed: Testbed, testbed_namespace: str
     """The controller-manager's token/SA controllers run: ServiceAccount admission needs them."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        cp = testbed.kubectl("get", "serviceaccount", "default", "-n", testbed_namespace, check=False)
+        cp = testbed.kubectl(
+            "get", "serviceaccount", "default", "-n", testbed_namespace, check=False
+        )
         if cp.returncode == 0:
             return
         time.sleep(0.5)
