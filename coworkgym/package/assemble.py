@@ -62,6 +62,17 @@ class BuilderOutput:
     turns: list[UserTurn] = field(default_factory=list)
     agent_timeout_sec: float = 900.0
 
+    def final_inputs(self) -> dict[str, bytes]:
+        """The declared inputs after every user turn: what the deliverables must answer to."""
+        files = {a.path: self.workspace[a.path] for a in self.artifacts.inputs}
+        for turn in self.turns:
+            for update in turn.patch.updates:
+                if update.op == "delete":
+                    files.pop(update.path, None)
+                elif update.source is not None:
+                    files[update.path] = turn.files[update.source]
+        return files
+
 
 @dataclass
 class VerifierOutput:

@@ -49,10 +49,16 @@ class LocalRuntime:
     def run_solution(
         self, pkg: EnvironmentPackage, workspace: Path, workdir: str, turn: int = 0
     ) -> SandboxResult:
+        return self.run_script(pkg.under("solution"), workspace, workdir, turn)
+
+    def run_script(
+        self, solution_files: dict[str, bytes], workspace: Path, workdir: str, turn: int = 0
+    ) -> SandboxResult:
+        """Run ``solve.sh`` (from ``solution_files``) for one turn, in the workspace."""
         with tempfile.TemporaryDirectory(prefix="cwg-solution-") as tmp:
             solution = Path(tmp) / "solution"
             solution.mkdir()
-            write_files(solution, pkg.under("solution"))
+            write_files(solution, solution_files)
             return self.sandbox.run(
                 ["bash", "/solution/solve.sh"],
                 [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")],

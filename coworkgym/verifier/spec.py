@@ -110,6 +110,8 @@ class AggregateSource(_Check):
     op: Literal["sum", "mean", "count", "min", "max"]
     value: str
     group_by: str | None = None
+    group_prefix: int | None = Field(None, gt=0, description="group by the key's first N chars")
+    where: dict[str, str] = Field(default_factory=dict, description="only rows with these values")
     sheet: str | None = None
 
 

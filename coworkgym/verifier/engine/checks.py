@@ -148,13 +148,18 @@ def aggregate(p: dict[str, Any], ctx: Context) -> CheckResult:
     if op is None:
         raise SpecError(f"unknown aggregate {source['op']!r}")
     groups: dict[str, list[float]] = {}
+    where = source.get("where", {})
+    prefix = source.get("group_prefix")
     for source_row in read_table(source_path, source.get("sheet")):
+        if any(str(source_row.get(k, "")).strip() != str(v) for k, v in where.items()):
+            continue
         raw = source_row.get(source["value"])
         number = parse_number(raw) if source["op"] != "count" else 0.0
         if number is None:
             continue
         group = source.get("group_by")
         key = str(source_row.get(group, "")).strip() if group else "*"
+        key = key[:prefix] if prefix else key
         groups.setdefault(key, []).append(number)
     if not groups:
         raise SpecError(f"verifier input {source['path']} yields no groups")

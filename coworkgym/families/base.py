@@ -1,0 +1,91 @@
+"""What a procedural task family provides.
+
+A family is parametric: from a seed, a difficulty and a number of user turns it drafts a
+task grounded in a bundled resource (``draft``), and — separately, from the task's *inputs*
+only — the verifier for it (``verifier``). The two are deliberately independent code paths:
+the reference solution is a shell script executed in a sandbox, while the expected values
+are computed here in Python, so a wrong reference shows up as a disagreement.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import ClassVar, Literal
+
+from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import Artifact, Interfaces, UserState
+
+Difficulty = Literal["easy", "medium", "hard"]
+
+
+@dataclass(frozen=True)
+class FamilyParams:
+    seed: int
+    difficulty: Difficulty = "medium"
+    turns: int = 1  # user turns including the first request
+
+    def rng(self, salt: str = "") -> random.Random:
+        return random.Random(f"{self.seed}:{salt}")
+
+
+@dataclass
+class FamilyDraft:
+    """The Builder's output before grounding: the solution has not been executed yet."""
+
+    slug: str
+    title: str
+    instruction: str
+    workspace: dict[str, bytes]
+    solve_sh: str
+    user: UserState
+    inputs: list[Artifact]
+    outputs: list[Artifact]
+    turns: list[UserTurn] = field(default_factory=list)
+    interfaces: Interfaces = field(
+        default_factory=lambda: Interfaces(
+            tools=["shell", "read_file", "write_file", "edit_file", "list_files"]
+        )
+    )
+    agent_timeout_sec: float = 900.0
+
+
+class TaskFamily(ABC):
+    name: ClassVar[str]
+    scenarios: ClassVar[tuple[str, ...]]  # taxonomy scenario paths this family can serve
+    capabilities: ClassVar[tuple[str, ...]]
+    deliverables: ClassVar[tuple[str, ...]]
+    modalities: ClassVar[tuple[str, ...]]
+    max_turns: ClassVar[int] = 3
+
+    @abstractmethod
+    def draft(self, params: FamilyParams) -> FamilyDraft: ...
+
+    @abstractmethod
+    def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+        """Expected values from ``built.final_inputs()`` — never from reference outputs."""
+
+
+def resource_bytes(name: str) -> bytes:
+    return resources.files("coworkgym.resources").joinpath(name).read_bytes()
+
+
+def read_csv_resource(name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(resource_bytes(name).decode("utf-8"))))
+
+
+def write_csv(rows: list[dict[str, object]], columns: list[str]) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row.get(c, "") for c in columns})
+    return buffer.getvalue().encode()
+
+
+def parse_csv(data: bytes) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
