@@ -57,7 +57,7 @@ class BubblewrapSandbox:
                 args += ["--symlink", os.readlink(host), f"/{top}"]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{top}"]
-        return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        return [*args, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
 
     def command(
         self, argv: Sequence[str], mounts: Sequence[Mount], env: Mapping[str, str], cwd: str
@@ -69,7 +69,14 @@ class BubblewrapSandbox:
             cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         cmd += ["--die-with-parent", "--new-session", "--clearenv"]
         cmd += self._rootfs_args()
+        made = {"/", "/usr", "/etc", "/tmp", "/proc", "/dev"}
         for mount in sorted(mounts, key=lambda m: m.target.count("/")):
+            # bwrap would create missing parents as root-only (0700) directories
+            for parent in reversed(Path(mount.target).parents):
+                if str(parent) not in made:
+                    cmd += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            made.add(mount.target)
             flag = "--bind" if mount.writable else "--ro-bind"
             cmd += [flag, str(mount.source), mount.target]
         for key, value in {**BASE_ENV, **env}.items():
