@@ -101,4 +101,3 @@ def apply_verifier_faults(output: VerifierOutput, faults: list[FaultKind]) -> Ve
     for fault in faults:
         spec = VERIFIER_INJECTORS[fault](spec)
     return replace(output, spec=spec)
-

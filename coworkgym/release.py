@@ -1,0 +1,110 @@
+"""Where released packages go: a local directory or any S3-compatible store (boto3).
+
+Layout under the target: ``<name>/...`` (the package files) and ``manifests/<name>.json``
+(one record per environment); ``manifest.jsonl`` is rebuilt from those records, so that
+concurrent workers never append to one shared object. A record carries the spec digest:
+re-running a campaign skips environments already released from the same spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from .package.package import EnvironmentPackage
+
+
+class Publisher(Protocol):
+    def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str: ...
+    def released(self, name: str) -> dict[str, Any] | None: ...
+    def write_manifest(self) -> str: ...
+
+
+@dataclass
+class LocalPublisher:
+    root: Path
+
+    def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str:
+        target = pkg.write(self.root / name)
+        manifests = self.root / "manifests"
+        manifests.mkdir(parents=True, exist_ok=True)
+        tmp = manifests / f".{name}.json.tmp"
+        tmp.write_text(json.dumps({**record, "location": str(target)}, sort_keys=True))
+        tmp.replace(manifests / f"{name}.json")  # atomic: a record means a complete package
+        return str(target)
+
+    def released(self, name: str) -> dict[str, Any] | None:
+        path = self.root / "manifests" / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def write_manifest(self) -> str:
+        records = sorted((self.root / "manifests").glob("*.json"))
+        lines = [json.dumps(json.loads(p.read_text()), sort_keys=True) for p in records]
+        path = self.root / "manifest.jsonl"
+        path.write_text("".join(f"{line}\n" for line in lines))
+        return str(path)
+
+
+class S3Publisher:
+    """s3://bucket/prefix on AWS or any S3-compatible server (``AWS_ENDPOINT_URL`` or
+    ``COWORKGYM_S3_ENDPOINT`` selects the endpoint; credentials come from the environment)."""
+
+    def __init__(self, uri: str, client: Any | None = None) -> None:
+        parsed = urlparse(uri)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise ValueError(f"not an s3:// URI: {uri!r}")
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        self.client = client or make_s3_client()
+
+    def _key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str:
+        for rel, content in sorted(pkg.files.items()):
+            self.client.put_object(Bucket=self.bucket, Key=self._key(name, rel), Body=content)
+        location = f"s3://{self.bucket}/{self._key(name)}"
+        body = json.dumps({**record, "location": location}, sort_keys=True).encode()
+        self.client.put_object(
+            Bucket=self.bucket, Key=self._key("manifests", f"{name}.json"), Body=body
+        )
+        return location
+
+    def released(self, name: str) -> dict[str, Any] | None:
+        try:
+            got = self.client.get_object(
+                Bucket=self.bucket, Key=self._key("manifests", f"{name}.json")
+            )
+        except self.client.exceptions.NoSuchKey:
+            return None
+        return dict(json.loads(got["Body"].read()))
+
+    def write_manifest(self) -> str:
+        lines = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key("manifests") + "/"):
+            for item in page.get("Contents", []):
+                got = self.client.get_object(Bucket=self.bucket, Key=item["Key"])
+                lines.append(json.dumps(json.loads(got["Body"].read()), sort_keys=True))
+        key = self._key("manifest.jsonl")
+        self.client.put_object(
+            Bucket=self.bucket, Key=key, Body="".join(f"{x}\n" for x in sorted(lines)).encode()
+        )
+        return f"s3://{self.bucket}/{key}"
+
+
+def make_s3_client() -> Any:
+    import boto3
+
+    endpoint = os.environ.get("COWORKGYM_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
+    return boto3.client("s3", endpoint_url=endpoint)
+
+
+def publisher_for(target: str) -> Publisher:
+    if target.startswith("s3://"):
+        return S3Publisher(target)
+    return LocalPublisher(Path(target))
