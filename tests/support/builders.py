@@ -1,0 +1,46 @@
+"""Builders for test objects: real packages from the procedural families."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from coworkgym.package.assemble import BuilderOutput, VerifierOutput, assemble
+from coworkgym.package.package import EnvironmentPackage
+from coworkgym.roles.base import RoleRequest
+from coworkgym.roles.procedural import ProceduralBuilder, ProceduralVerifierConstructor
+from coworkgym.spec import EnvironmentSpec
+
+
+def environment_spec(
+    family: str = "weather_report", turns: int = 1, seed: int = 7, **extra: object
+) -> EnvironmentSpec:
+    return EnvironmentSpec.model_validate(
+        {
+            "task": {
+                "labels": {
+                    "capabilities": ["data_analysis"],
+                    "scenario": "data_analysis/reporting/periodic_report",
+                },
+                "turns": turns,
+                "seed": seed,
+                "family": family,
+            },
+            **extra,
+        }
+    )
+
+
+@cache
+def role_outputs(
+    family: str = "weather_report", turns: int = 1, seed: int = 7
+) -> tuple[BuilderOutput, VerifierOutput]:
+    spec = environment_spec(family, turns, seed)
+    request = RoleRequest(name="test", spec=spec, iteration=0)
+    built = ProceduralBuilder().build(request, None)
+    return built, ProceduralVerifierConstructor().construct(request, built, None)
+
+
+def good_package(
+    family: str = "weather_report", turns: int = 1, seed: int = 7
+) -> EnvironmentPackage:
+    return assemble(*role_outputs(family, turns, seed))
