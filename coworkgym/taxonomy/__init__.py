@@ -1,0 +1,21 @@
+"""The task taxonomy (six dimensions and incompatibility rules, as data in
+``taxonomy.yaml``), validation of task labels against it, and a balanced spec sampler."""
+
+from __future__ import annotations
+
+from .model import Capability, Domain, Rule, Taxonomy, load_taxonomy, validate_labels
+from .sampler import Coverage, SampledSpec, cell_of, coverage, sample_specs
+
+__all__ = [
+    "Capability",
+    "Coverage",
+    "Domain",
+    "Rule",
+    "SampledSpec",
+    "Taxonomy",
+    "cell_of",
+    "coverage",
+    "load_taxonomy",
+    "sample_specs",
+    "validate_labels",
+]
