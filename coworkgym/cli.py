@@ -100,6 +100,48 @@ def verify(
     out.print(table)
 
 
+@app.command()
+def synth(
+    specs: Annotated[
+        list[Path] | None, typer.Argument(help="spec YAML files or folders", exists=True)
+    ] = None,
+    count: Annotated[int, typer.Option(help="sample N specs from the taxonomy")] = 0,
+    out_target: Annotated[
+        str, typer.Option("--out", help="folder or s3://bucket/prefix for released packages")
+    ] = "out/environments",
+    workers: Annotated[int, typer.Option(help="parallel environments")] = 2,
+    seed: Annotated[int, typer.Option(help="seed of the taxonomy sampler")] = 0,
+    max_turns: Annotated[int, typer.Option(help="sampled specs get 1..N user turns")] = 3,
+    fault_injection: Annotated[
+        float, typer.Option(help="probability that a role emits a deliberate defect")
+    ] = 0.0,
+    max_iterations: Annotated[int, typer.Option(help="revise budget per environment")] = 3,
+    no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+) -> None:
+    """Synthesize verified environments on this machine (no cluster, no model needed)."""
+    from .spec import load_specs
+    from .synth import Campaign, sampled_specs
+
+    named = [n for path in specs or [] for n in load_specs(path)]
+    if count:
+        named += sampled_specs(count, seed=seed, max_turns=max_turns)
+    if not named:
+        raise typer.BadParameter("give spec files/folders, or --count N", param_hint="SPECS")
+    for n in named:
+        n.spec.fault_injection.probability = fault_injection or n.spec.fault_injection.probability
+        n.spec.budget.max_iterations = max_iterations
+    campaign = Campaign(out_target, workers=workers, harbor_lint=not no_harbor_lint)
+    outcomes = campaign.run(named, console)
+    for table in campaign.summary():
+        out.print(table)
+    released = sum(o.phase == "Released" for o in outcomes)
+    out.print(
+        f"{released}/{len(outcomes)} released to {out_target} in {campaign.seconds:.0f}s "
+        f"({campaign.cpu_seconds:.0f} CPU-s); manifest: {out_target.rstrip('/')}/manifest.jsonl"
+    )
+    raise typer.Exit(0 if released else 1)
+
+
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     configure_logging()

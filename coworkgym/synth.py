@@ -178,3 +178,20 @@ def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (workers and sandboxes)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
+
+
+def sampled_specs(count: int, *, seed: int = 0, max_turns: int = 3) -> list[NamedSpec]:
+    """Specs drawn from the taxonomy with quotas per scenario × capability."""
+    from .taxonomy import sample_specs
+
+    named = []
+    for index, sample in enumerate(sample_specs(count, seed, turns=tuple(range(1, max_turns + 1)))):
+        task = {
+            "labels": sample.labels.model_dump(by_alias=True),
+            "turns": sample.turns,
+            "seed": sample.seed,
+            "family": sample.family,
+        }
+        spec = EnvironmentSpec.model_validate({"task": task})
+        named.append(NamedSpec(name=f"cwg-s{seed}-{index:04d}", spec=spec))
+    return named

@@ -23,6 +23,7 @@ __all__ = ["CATALOGUE", "Defect", "DefectCode", "DetectorReport", "IssueDetector
 @dataclass
 class DetectorReport:
     package: str
+    path: str | None = None
     defects: list[Defect] = field(default_factory=list)
     stats: ReviewStats = field(default_factory=ReviewStats)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -39,6 +40,7 @@ class DetectorReport:
     def to_json(self) -> dict[str, object]:
         return {
             "package": self.package,
+            "path": self.path,
             "passed": self.passed,
             "defects": [d.model_dump(mode="json") for d in self.defects],
             "reference_reward": self.stats.reference_reward,
@@ -66,11 +68,13 @@ class IssueDetector:
         try:
             pkg = EnvironmentPackage.load(path)
         except PackageError as exc:
-            report = DetectorReport(package=str(path))
+            report = DetectorReport(package=str(path), path=str(path))
             for problem in exc.problems:
                 report.defects.append(Defect.of(DefectCode.PACKAGE_INVALID, problem))
             return report
-        return self.check(pkg, path)
+        report = self.check(pkg, path)
+        report.path = str(path)
+        return report
 
     def check(self, pkg: EnvironmentPackage, on_disk: Path | None = None) -> DetectorReport:
         report = DetectorReport(package=pkg.name)

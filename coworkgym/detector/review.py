@@ -178,13 +178,28 @@ class ExecutionReview:
                     )
                 )
             return [rel for rel in declared if rel in after]
-        return produced
+        declared_plain = self._declared_harbor_artifacts()
+        return sorted(set(produced) | {rel for rel in declared_plain if rel in after})
+
+    def _declared_harbor_artifacts(self) -> list[str]:
+        """A plain Harbor task's ``artifacts`` that are files inside the workdir."""
+        found = []
+        for source in self.pkg.config.artifact_sources():
+            try:
+                rel = Path(source).relative_to(self.workdir).as_posix()
+            except ValueError:
+                continue
+            if rel not in (".", ""):
+                found.append(rel)
+        return found
 
     def _leaked_outputs(self, s0: Path, reference: Path, outputs: list[str]) -> None:
         initial = snapshot(s0)
         contents = {data: rel for rel, data in initial.items() if len(data) >= 16}
         for rel in outputs:
             data = (reference / rel).read_bytes()
+            if initial.get(rel) == data:  # the deliverable is already there, as delivered
+                contents[data] = rel
             if data in contents:
                 self.defects.append(
                     Defect.of(

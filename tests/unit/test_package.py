@@ -79,5 +79,5 @@ def test_bad_cowork_metadata_and_patch_are_named() -> None:
 
 
 def test_missing_task_toml_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(PackageError, match="task.toml: missing"):
+    with pytest.raises(PackageError, match=r"task\.toml: missing"):
         EnvironmentPackage.load(tmp_path)

@@ -1,0 +1,3 @@
+from coworkgym.cli import main
+
+main()
