@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .base import FamilyDraft, FamilyParams, TaskFamily
+from .meeting_notes import MeetingNotes
 from .weather_report import WeatherReport
 
-FAMILIES: dict[str, TaskFamily] = {f.name: f for f in (WeatherReport(),)}
+FAMILIES: dict[str, TaskFamily] = {f.name: f for f in (WeatherReport(), MeetingNotes())}
 
 
 def family_named(name: str) -> TaskFamily:
