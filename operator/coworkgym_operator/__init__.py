@@ -1,0 +1,1 @@
+"""The Cowork-Gym Kubernetes operator (kopf): drives the core loop with Jobs."""

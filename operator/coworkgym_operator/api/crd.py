@@ -1,0 +1,190 @@
+"""Generate the CustomResourceDefinition from the pydantic models.
+
+    python -m coworkgym_operator.api.crd            # rewrite crds/ and the chart's copy
+    python -m coworkgym_operator.api.crd --check    # exit 1 if either has drifted
+
+Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,
+so references are inlined, ``anyOf [X, null]`` becomes ``nullable``, numeric exclusive
+bounds become boolean ones, and titles are dropped. Field docstrings/descriptions stay.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coworkgym.spec import EnvironmentSpec
+
+from .types import GROUP, KIND, PLURAL, SHORT_NAME, SINGULAR, VERSION, CoworkEnvironmentStatus
+
+REPO = Path(__file__).resolve().parents[3]
+TARGETS = [
+    REPO / "crds" / f"{PLURAL}.yaml",
+    REPO / "charts" / "cowork-gym" / "crds" / f"{PLURAL}.yaml",
+]
+DROP = {"title", "examples", "additionalProperties_false"}
+
+# CEL rules where the schema alone cannot say it; each message names the field and the fix.
+CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+    ("spec",): [
+        {
+            "rule": "self.task == oldSelf.task",
+            "message": "spec.task is immutable once the loop has started; create a new "
+            "CoworkEnvironment for a different task (budget, release and sandbox may change)",
+        }
+    ],
+    ("spec", "release"): [
+        {
+            "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
+            "message": "spec.release.uri must be an s3:// URI on a cluster (e.g. s3://bucket/envs)",
+        }
+    ],
+}
+for role in ("builder", "verifier", "detector"):
+    CEL_RULES[("spec", "backends", role)] = [
+        {
+            "rule": "self.kind != 'llm' || (has(self.model) && has(self.baseUrl))",
+            "message": f"spec.backends.{role}: an 'llm' backend needs 'model' and 'baseUrl'",
+        }
+    ]
+
+
+def structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-Schema node → a structural OpenAPI v3.0 node."""
+    if "$ref" in schema:
+        target = defs[schema["$ref"].split("/")[-1]]
+        merged = {**copy.deepcopy(target), **{k: v for k, v in schema.items() if k != "$ref"}}
+        return structural(merged, defs)
+    node = {k: v for k, v in schema.items() if k not in ("title", "examples", "$defs")}
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            options = [o for o in node.pop(key) if o.get("type") != "null"]
+            nullable = len(options) < len(schema[key])
+            if len(options) == 1:
+                node = {**structural(options[0], defs), **node}
+            else:  # a union of scalars (e.g. int | float): keep the widest type
+                types = {o.get("type") for o in options}
+                node["type"] = "number" if types <= {"integer", "number"} else "string"
+            if nullable:
+                node["nullable"] = True
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    for bound in ("exclusiveMinimum", "exclusiveMaximum"):
+        if isinstance(node.get(bound), int | float) and not isinstance(node.get(bound), bool):
+            node[bound.replace("exclusiveM", "m")] = node[bound]
+            node[bound] = True
+    if node.get("additionalProperties") is False:
+        del node["additionalProperties"]  # the API server prunes unknown fields itself
+    elif isinstance(node.get("additionalProperties"), dict):
+        node["additionalProperties"] = structural(node["additionalProperties"], defs)
+    if "properties" in node:
+        node["type"] = "object"
+        node["properties"] = {k: structural(v, defs) for k, v in node["properties"].items()}
+    if "items" in node:
+        node["items"] = structural(node["items"], defs)
+    if node.get("default") is None and "default" in node:
+        del node["default"]
+    return node
+
+
+def _schema(model: type[Any]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return structural(raw, raw.get("$defs", {}))
+
+
+def _add_cel(spec_schema: dict[str, Any]) -> None:
+    root = {"properties": {"spec": spec_schema}}
+    for path, rules in CEL_RULES.items():
+        node: dict[str, Any] = root
+        for part in path:
+            node = node["properties"][part]
+        node["x-kubernetes-validations"] = rules
+
+
+def crd() -> dict[str, Any]:
+    spec_schema = _schema(EnvironmentSpec)
+    _add_cel(spec_schema)
+    status_schema = _schema(CoworkEnvironmentStatus)
+    status_schema["properties"]["loop"]["x-kubernetes-preserve-unknown-fields"] = True
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{PLURAL}.{GROUP}",
+            "annotations": {"coworkgym.dev/generated-by": "coworkgym_operator.api.crd"},
+        },
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": [SHORT_NAME],
+                "categories": ["cowork-gym"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {"name": "Iteration", "type": "integer", "jsonPath": ".status.iteration"},
+                        {
+                            "name": "Package",
+                            "type": "string",
+                            "jsonPath": ".status.packageUri",
+                            "priority": 0,
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "One environment synthesized by the build → execute "
+                            "→ revise loop from a task spec.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    header = "# GENERATED by `make generate` from the pydantic models; do not edit.\n"
+    return header + yaml.safe_dump(crd(), sort_keys=False, width=100, allow_unicode=True)
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        stale = [str(t) for t in TARGETS if not t.exists() or t.read_text() != text]
+        if stale:
+            print("CRD drift; run `make generate`:", *stale, sep="\n  ", file=sys.stderr)
+            return 1
+        return 0
+    for target in TARGETS:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(f"wrote {target.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
