@@ -1,12 +1,15 @@
 """Condition types and reasons: the status contract. The phase is derived from them.
 
-| type          | True when                                  | reasons (False/Unknown)                 |
-|---------------|--------------------------------------------|-----------------------------------------|
-| Built         | the Builder's output of this round exists  | Building, BuilderFailed                 |
-| VerifierBuilt | the verifier of this round exists          | Constructing, VerifierFailed            |
-| Executed      | the Issue Detector finished this round     | Executing, DefectsFound, DetectorFailed |
-| Released      | the package is in the release store        | Releasing, ReleaseFailed, Rejected      |
-| Failed        | the loop stopped without a verdict         | StageFailed, InvalidSpec                |
+- Built          True when the Builder's output of this round exists
+                 (reasons: Building, Built, BuilderFailed)
+- VerifierBuilt  True when the verifier of this round exists
+                 (reasons: Constructing, VerifierBuilt, VerifierFailed)
+- Executed       True when the Issue Detector finished this round
+                 (reasons: Executing, NoDefects, DefectsFound, DetectorFailed)
+- Released       True when the package is in the release store
+                 (reasons: Releasing, Released, ReleaseFailed, Rejected)
+- Failed         True when the loop stopped without a verdict
+                 (reasons: StageFailed, InvalidSpec)
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class CoworkEnvironmentStatus(_Status):
 class CoworkEnvironment(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    apiVersion: str = f"{GROUP}/{VERSION}"  # noqa: N815 - Kubernetes field name
+    apiVersion: str = f"{GROUP}/{VERSION}"  # Kubernetes field name
     kind: str = KIND
     metadata: dict[str, object] = Field(default_factory=dict)
     spec: EnvironmentSpec
