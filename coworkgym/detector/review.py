@@ -8,8 +8,11 @@ reward of 1.0 passes, anything under 0.5 fails).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -110,6 +113,10 @@ class ExecutionReview:
         reference = copy_tree(s0, self.root / "reference")
         if not self._solve(reference):
             return
+        final_inputs = self._final_inputs(s0)
+        outputs = self._outputs(final_inputs, reference)
+        self.stats.outputs = outputs
+        self._leaked_outputs(s0, reference, outputs)  # before scoring: a leak is a leak
         outcome = self.score(reference, "reference")
         if outcome is None:
             return
@@ -126,10 +133,6 @@ class ExecutionReview:
                 )
             )
             return
-        final_inputs = self._final_inputs(s0)
-        outputs = self._outputs(final_inputs, reference)
-        self.stats.outputs = outputs
-        self._leaked_outputs(s0, reference, outputs)
         self.must_fail(final_inputs, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
         for rel in outputs:
             self._artifact_mutations(reference, rel)
@@ -195,10 +198,10 @@ class ExecutionReview:
 
     def _leaked_outputs(self, s0: Path, reference: Path, outputs: list[str]) -> None:
         initial = snapshot(s0)
-        contents = {data: rel for rel, data in initial.items() if len(data) >= 16}
+        contents = {content_key(data): rel for rel, data in initial.items() if len(data) >= 16}
         for rel in outputs:
-            data = (reference / rel).read_bytes()
-            if initial.get(rel) == data:  # the deliverable is already there, as delivered
+            data = content_key((reference / rel).read_bytes())
+            if rel in initial and content_key(initial[rel]) == data:  # already there, as is
                 contents[data] = rel
             if data in contents:
                 self.defects.append(
@@ -277,6 +280,22 @@ class ExecutionReview:
         self.must_fail(
             stale, "stale-after-patches", DefectCode.ACCEPTS_STALE_RESULT, self.limits.passing
         )
+
+
+def content_key(data: bytes) -> bytes:
+    """What a file *says*: XLSX and DOCX are zips whose metadata carries a save timestamp,
+    so two saves of the same workbook differ byte-wise; compare their parts instead."""
+    if not data.startswith(b"PK"):
+        return data
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            parts = sorted(n for n in archive.namelist() if not n.startswith("docProps/"))
+            digest = hashlib.sha256()
+            for name in parts:
+                digest.update(name.encode() + b"\0" + archive.read(name))
+            return b"zip:" + digest.digest()
+    except zipfile.BadZipFile:
+        return data
 
 
 def _closest_input(output: str, inputs: list[str]) -> str:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from .base import FamilyDraft, FamilyParams, TaskFamily
+from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
 from .weather_report import WeatherReport
 
-FAMILIES: dict[str, TaskFamily] = {f.name: f for f in (WeatherReport(), MeetingNotes())}
+FAMILIES: dict[str, TaskFamily] = {
+    f.name: f for f in (WeatherReport(), MeetingNotes(), LedgerReconciliation())
+}
 
 
 def family_named(name: str) -> TaskFamily:

@@ -61,6 +61,7 @@ class BuilderOutput:
     cowork: CoworkMetadata
     turns: list[UserTurn] = field(default_factory=list)
     agent_timeout_sec: float = 900.0
+    faults: list[str] = field(default_factory=list)  # defects injected on purpose (testing)
 
     def final_inputs(self) -> dict[str, bytes]:
         """The declared inputs after every user turn: what the deliverables must answer to."""
@@ -78,6 +79,7 @@ class BuilderOutput:
 class VerifierOutput:
     spec: VerifierSpec
     private_files: dict[str, bytes] = field(default_factory=dict)  # under tests/, e.g. inputs/
+    faults: list[str] = field(default_factory=list)  # defects injected on purpose (testing)
 
 
 def sha256_hex(content: bytes) -> str:

@@ -43,13 +43,15 @@ TEST_SH = """\
 # (flat: reward + one key per component) and details.json. A verifier fault writes no
 # reward at all, so Harbor records an error instead of a 0.
 set -u
-mkdir -p /logs/verifier
+tests="${COWORK_TESTS_DIR:-/tests}"
+logs="${COWORK_LOGS_DIR:-/logs/verifier}"
+mkdir -p "$logs"
 extra=()
 if [ -n "${COWORK_TRAJECTORY:-}" ]; then extra+=(--trajectory "$COWORK_TRAJECTORY"); fi
 if [ -n "${COWORK_RUBRIC_SCORES:-}" ]; then extra+=(--rubric-scores "$COWORK_RUBRIC_SCORES"); fi
-cd /tests
-PYTHONPATH=/tests exec python3 -m cowork_verifier --spec /tests/verifier.json \\
-  --workspace "${COWORK_WORKSPACE:-/app}" --out /logs/verifier "${extra[@]}"
+cd "$tests"
+PYTHONPATH="$tests" exec python3 -m cowork_verifier --spec "$tests/verifier.json" \\
+  --workspace "${COWORK_WORKSPACE:-/app}" --out "$logs" "${extra[@]}"
 """
 
 

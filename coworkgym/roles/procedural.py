@@ -43,11 +43,26 @@ def _initial_faults(
     return faults.choose(rng, injection.probability, list(injection.kinds), owned)
 
 
+def _faults_now(
+    request: RoleRequest,
+    previous: BuilderOutput | VerifierOutput | None,
+    role: str,
+    owned: tuple[FaultKind, ...],
+) -> list[FaultKind]:
+    """First attempt: draw faults. A revision: keep the previous faults the feedback did not
+    reveal (the repair). Faults travel in the outputs, so a revise step in a fresh process
+    (a Kubernetes Job) repairs exactly what the previous one injected."""
+    if previous is None:
+        return _initial_faults(request, role, owned)
+    codes = {d.code for d in request.feedback}
+    kept = [f for f in previous.faults if f in owned]
+    return faults.repaired(kept, codes)
+
+
 class ProceduralBuilder:
     def __init__(self, runtime: LocalRuntime | None = None) -> None:
         self._runtime = runtime
-        self.injected: dict[str, list[FaultKind]] = {}  # environment name → faults live now
-        self.history: dict[str, list[FaultKind]] = {}  # environment name → every fault injected
+        self.history: dict[str, list[FaultKind]] = {}  # environment name → faults injected
 
     @property
     def runtime(self) -> LocalRuntime:
@@ -58,13 +73,8 @@ class ProceduralBuilder:
     def build(self, request: RoleRequest, previous: BuilderOutput | None) -> BuilderOutput:
         spec = request.spec
         family, params = family_of(spec), params_of(spec)
-        if previous is None:
-            active = _initial_faults(request, "builder", faults.BUILDER_FAULTS)
-            self.history[request.name] = list(active)
-        else:
-            codes = {d.code for d in request.feedback}
-            active = faults.repaired(self.injected.get(request.name, []), codes)
-        self.injected[request.name] = active
+        active = _faults_now(request, previous, "builder", faults.BUILDER_FAULTS)
+        self.history.setdefault(request.name, list(active))
         draft = family.draft(params)
         labels = spec.task.labels
         built = BuilderOutput(
@@ -97,6 +107,7 @@ class ProceduralBuilder:
         reference = self.ground(built)
         if "leak" in active:
             built = faults.inject_leak(built, reference)
+        built.faults = list(active)
         return built
 
     def ground(self, built: BuilderOutput) -> dict[str, bytes]:
@@ -134,18 +145,14 @@ def _apply(built: BuilderOutput, turn: int, workspace: Path) -> None:
 
 class ProceduralVerifierConstructor:
     def __init__(self) -> None:
-        self.injected: dict[str, list[FaultKind]] = {}
         self.history: dict[str, list[FaultKind]] = {}
 
     def construct(
         self, request: RoleRequest, built: BuilderOutput, previous: VerifierOutput | None
     ) -> VerifierOutput:
-        if previous is None:
-            active = _initial_faults(request, "verifier", faults.VERIFIER_FAULTS)
-            self.history[request.name] = list(active)
-        else:
-            codes = {d.code for d in request.feedback}
-            active = faults.repaired(self.injected.get(request.name, []), codes)
-        self.injected[request.name] = active
+        active = _faults_now(request, previous, "verifier", faults.VERIFIER_FAULTS)
+        self.history.setdefault(request.name, list(active))
         output = family_of(request.spec).verifier(built, params_of(request.spec))
-        return faults.apply_verifier_faults(output, active)
+        output = faults.apply_verifier_faults(output, active)
+        output.faults = list(active)
+        return output

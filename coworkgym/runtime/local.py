@@ -100,7 +100,11 @@ class LocalRuntime:
             copy_tree(workspace, ws)
             mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
             mounts.append(Mount(logs, "/logs/verifier", writable=True))
-            env = {"COWORK_WORKSPACE": workdir}
+            env = {
+                "COWORK_WORKSPACE": workdir,
+                "COWORK_TESTS_DIR": "/tests",
+                "COWORK_LOGS_DIR": "/logs/verifier",
+            }
             extra = root / "extra"
             extra.mkdir()
             for name, data in (("trajectory", trajectory), ("rubric_scores", rubric_scores)):

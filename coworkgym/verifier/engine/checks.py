@@ -217,9 +217,11 @@ def command(p: dict[str, Any], ctx: Context) -> CheckResult:
         "LANG": "C.UTF-8",
     }
     timeout = p.get("timeout", ctx.command_timeout)
+    # Specs name the verifier's files as /tests/...; they may live elsewhere (a pod's volume).
+    argv = [str(ctx.tests_dir) + a[6:] if a.startswith("/tests/") else a for a in p["argv"]]
     try:
         done = subprocess.run(
-            p["argv"],
+            argv,
             cwd=ctx.workspace,
             env=env,
             capture_output=True,

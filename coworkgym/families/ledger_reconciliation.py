@@ -1,0 +1,608 @@
+"""Reconciling a bank statement against the books: an XLSX of unmatched entries plus a JSON
+summary.
+
+Grounded in real monthly closing prices (bundled ``stocks.csv``): the account is a small
+investment fund's cash account, each entry a trade of a few hundred shares at the month's
+close. Deliberate differences: entries only on the statement (fees, interest), entries only
+in the books (trades not yet cleared), and amounts mistyped in the books. The hard variant's
+statement has separate debit/credit columns with thousands separators.
+
+Later user turns either replace ``bank.csv`` with a later statement (some outstanding trades
+have cleared, a new fee arrived) or add a requirement: list unmatched entries older than a
+cut-off date in a ``Stale`` sheet.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import random
+from dataclasses import dataclass, replace
+from datetime import date, timedelta
+
+from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
+from ..verifier.spec import (
+    Component,
+    InputsUnmodified,
+    JsonValue,
+    RedLine,
+    RowCount,
+    RubricItem,
+    TableColumns,
+    VerifierSpec,
+    XlsxValue,
+)
+from .base import FamilyDraft, FamilyParams, TaskFamily, parse_csv, read_csv_resource, write_csv
+
+BANK, BOOKS = "bank.csv", "books.csv"
+XLSX, JSON = "reconciliation.xlsx", "reconciliation.json"
+SIZES = {  # months of trading, symbols traded, then bank-only, books-only, mistyped entries
+    "easy": (3, 2, 1, 1, 1),
+    "medium": (6, 2, 2, 2, 2),
+    "hard": (9, 3, 3, 3, 3),
+}
+BANK_ONLY = (("Account maintenance fee", -25.0), ("Interest credit", 4.17), ("Wire fee", -15.0))
+MONTH_ABBR = tuple(calendar.month_abbr[1:])  # "Jan 1 2004" in stocks.csv
+
+SOLVE = r"""#!/usr/bin/env bash
+# Reference solution: reconcile bank.csv against books.csv.
+set -euo pipefail
+cd "${COWORK_WORKSPACE:-/app}"
+STALE_FROM_TURN=__STALE_FROM_TURN__ CUTOFF=__CUTOFF__ python3 - <<'PY'
+import csv
+import json
+import os
+import openpyxl
+
+turn = int(os.environ.get("COWORK_TURN", "0"))
+stale = turn >= int(os.environ["STALE_FROM_TURN"])
+cutoff = os.environ["CUTOFF"]
+
+def number(text):
+    return float(text.replace(",", "")) if text and text.strip() else 0.0
+
+def load(path):
+    entries = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if "amount" in row:
+                amount = number(row["amount"])
+            else:  # a statement with debit/credit columns
+                amount = number(row["credit"]) - number(row["debit"])
+            entries[row["id"].strip()] = (row["date"], round(amount, 2))
+    return entries
+
+bank, books = load("bank.csv"), load("books.csv")
+unmatched = []
+matched = 0
+for key in sorted(set(bank) | set(books)):
+    if key not in books:
+        unmatched.append((key, "bank", bank[key][1], bank[key][0]))
+    elif key not in bank:
+        unmatched.append((key, "books", books[key][1], books[key][0]))
+    elif abs(bank[key][1] - books[key][1]) > 0.005:
+        unmatched.append((key, "mismatch", round(bank[key][1] - books[key][1], 2), books[key][0]))
+    else:
+        matched += 1
+
+wb = openpyxl.Workbook()
+ws = wb.active
+ws.title = "Unmatched"
+ws.append(["id", "source", "amount"])
+for key, source, amount, _day in unmatched:
+    ws.append([key, source, amount])
+old = [u for u in unmatched if u[3] < cutoff]
+if stale:
+    sheet = wb.create_sheet("Stale")
+    sheet.append(["id", "source", "amount", "date"])
+    for key, source, amount, day in old:
+        sheet.append([key, source, amount, day])
+wb.save("reconciliation.xlsx")
+
+summary = {
+    "matched": matched,
+    "bank_only": sum(1 for u in unmatched if u[1] == "bank"),
+    "books_only": sum(1 for u in unmatched if u[1] == "books"),
+    "mismatched": sum(1 for u in unmatched if u[1] == "mismatch"),
+    "net_difference": round(sum(a for _, a in bank.values()) - sum(a for _, a in books.values()),
+                            2),
+}
+if stale:
+    summary["stale"] = len(old)
+with open("reconciliation.json", "w") as f:
+    json.dump(summary, f, indent=2)
+PY
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    day: date
+    description: str
+    amount: float
+    account: str = ""
+
+
+@dataclass
+class Ledgers:
+    bank: list[Entry]
+    books: list[Entry]
+    split_columns: bool  # the statement has debit/credit columns (hard)
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    id: str
+    source: str  # bank | books | mismatch
+    amount: float  # the entry's amount, or bank − books for a mismatch
+    day: str
+
+
+class LedgerReconciliation(TaskFamily):
+    name = "ledger_reconciliation"
+    scenarios = ("finance/accounting/reconciliation", "finance/accounting/ledger_close")
+    capabilities = (
+        "reconciliation",
+        "spreadsheet_authoring",
+        "requirement_tracking",
+        "dependency_tracking",
+    )
+    deliverables = ("xlsx", "json")
+    modalities = ("tabular",)
+
+    def draft(self, params: FamilyParams) -> FamilyDraft:
+        rng = params.rng("ledger")
+        ledgers, period = _ledgers(params, rng)
+        s0 = ledgers
+        cutoff = _cutoff(reconcile(_bank_csv(ledgers), _books_csv(ledgers)))
+        kinds = ["input_replaced", "requirement_changed"]
+        rng.shuffle(kinds)
+        turn_kinds = kinds[: params.turns - 1]
+        stale_from = (
+            1 + turn_kinds.index("requirement_changed")
+            if "requirement_changed" in turn_kinds
+            else 99
+        )
+        turns = []
+        for index, kind in enumerate(turn_kinds, start=1):
+            if kind == "input_replaced":
+                ledgers = _later_statement(ledgers, params.rng(f"statement{index}"))
+                turns.append(
+                    UserTurn(
+                        TurnPatch(
+                            turn=index,
+                            trigger=Trigger(kind="artifact_exists", artifact=JSON),
+                            message=(
+                                "The bank just sent the next statement, which runs a few weeks "
+                                f"further. I replaced {BANK} with it; please redo the "
+                                "reconciliation workbook and the summary against it."
+                            ),
+                            kind="input_replaced",
+                            updates=[
+                                FileUpdate(
+                                    op="write",
+                                    path=BANK,
+                                    source="bank.csv",
+                                    reason="later bank statement",
+                                )
+                            ],
+                            invalidates=[XLSX, JSON],
+                        ),
+                        {"bank.csv": _bank_csv(ledgers)},
+                    )
+                )
+            else:
+                turns.append(
+                    UserTurn(
+                        TurnPatch(
+                            turn=index,
+                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
+                            message=(
+                                "The auditors want to see old differences. Add a sheet `Stale` "
+                                "to the workbook listing every unmatched entry dated before "
+                                f"{cutoff} (columns id, source, amount, date; the date as in "
+                                "the files), and a `stale` key to the JSON with how many "
+                                "there are."
+                            ),
+                            kind="requirement_changed",
+                            invalidates=[XLSX, JSON],
+                        )
+                    )
+                )
+        return FamilyDraft(
+            slug=f"ledger-reconciliation-{period}-{params.seed}",
+            title=f"Reconcile the fund's cash account, {period}",
+            instruction=_instruction(s0.split_columns),
+            workspace={
+                BANK: _bank_csv(s0),
+                BOOKS: _books_csv(s0),
+                "README.md": _readme(period).encode(),
+            },
+            solve_sh=SOLVE.replace("__STALE_FROM_TURN__", str(stale_from)).replace(
+                "__CUTOFF__", cutoff
+            ),
+            user=UserState(
+                persona="Fund accountant who closes the cash account at each period end.",
+                role="accountant",
+                latent_goals=["Every difference must be explainable to the auditors line by line."],
+                knowledge_boundary=["does not know why the bank posts fees without references"],
+                signal_plan=[
+                    Signal(
+                        trigger="agent asks about the sign of amounts",
+                        reveals="money leaving the account is negative in both files",
+                    ),
+                ],
+            ),
+            inputs=[
+                Artifact(path=BANK, role="input", format="csv"),
+                Artifact(path=BOOKS, role="input", format="csv"),
+            ],
+            outputs=[
+                Artifact(path=XLSX, role="output", format="xlsx", depends_on=[BANK, BOOKS]),
+                Artifact(path=JSON, role="output", format="json", depends_on=[BANK, BOOKS]),
+            ],
+            turns=turns,
+        )
+
+    def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+        inputs = built.final_inputs()
+        bank, books = inputs[BANK], inputs[BOOKS]
+        unmatched, matched, net = reconcile(bank, books)
+        # The cut-off a requirement turn states is a function of the s0 ledgers (``_cutoff``),
+        # recomputed here rather than read back from the message.
+        stale_cutoff = None
+        if any(t.patch.kind == "requirement_changed" for t in built.turns):
+            stale_cutoff = _cutoff(reconcile(built.workspace[BANK], built.workspace[BOOKS]))
+        counts = {
+            "bank_only": sum(1 for u in unmatched if u.source == "bank"),
+            "books_only": sum(1 for u in unmatched if u.source == "books"),
+            "mismatched": sum(1 for u in unmatched if u.source == "mismatch"),
+        }
+        components = [
+            Component(
+                id="unmatched_layout",
+                weight=1,
+                check=TableColumns(
+                    path=XLSX, sheet="Unmatched", columns=["id", "source", "amount"]
+                ),
+                requirement="Unmatched sheet columns",
+            ),
+            Component(
+                id="unmatched_rows",
+                weight=2,
+                check=RowCount(path=XLSX, sheet="Unmatched", equals=len(unmatched)),
+                requirement="one row per unmatched entry",
+            ),
+            Component(
+                id="matched_count",
+                weight=1,
+                check=JsonValue(path=JSON, pointer="/matched", expected=matched),
+                requirement="reconciliation.json matched",
+            ),
+            Component(
+                id="net_difference",
+                weight=2,
+                check=JsonValue(path=JSON, pointer="/net_difference", expected=net, tolerance=0.01),
+                requirement="reconciliation.json net_difference (bank − books)",
+            ),
+        ]
+        components += [
+            Component(
+                id=f"{key}_count",
+                weight=1,
+                check=JsonValue(path=JSON, pointer=f"/{key}", expected=value),
+                requirement=f"reconciliation.json {key}",
+            )
+            for key, value in counts.items()
+        ]
+        for item in unmatched:
+            slug = item.id.lower().replace("-", "_")
+            components += [
+                Component(
+                    id=f"unmatched_{slug}_amount",
+                    weight=1,
+                    check=XlsxValue(
+                        path=XLSX,
+                        sheet="Unmatched",
+                        key_column="id",
+                        key=item.id,
+                        column="amount",
+                        expected=item.amount,
+                        tolerance=0.01,
+                    ),
+                    requirement=f"{item.id}: amount of the {item.source} difference",
+                ),
+                Component(
+                    id=f"unmatched_{slug}_source",
+                    weight=0.5,
+                    check=XlsxValue(
+                        path=XLSX,
+                        sheet="Unmatched",
+                        key_column="id",
+                        key=item.id,
+                        column="source",
+                        expected=item.source,
+                    ),
+                    requirement=f"{item.id}: where the difference comes from",
+                ),
+            ]
+        if stale_cutoff is not None:
+            old = [u for u in unmatched if u.day < stale_cutoff]
+            components += [
+                Component(
+                    id="stale_count",
+                    weight=1,
+                    check=JsonValue(path=JSON, pointer="/stale", expected=len(old)),
+                    requirement="reconciliation.json stale (turn requirement)",
+                ),
+                Component(
+                    id="stale_rows",
+                    weight=2,
+                    check=RowCount(path=XLSX, sheet="Stale", equals=len(old)),
+                    requirement="Stale sheet: unmatched entries before the cut-off",
+                ),
+                Component(
+                    id="stale_layout",
+                    weight=1,
+                    check=TableColumns(
+                        path=XLSX, sheet="Stale", columns=["id", "source", "amount", "date"]
+                    ),
+                    requirement="Stale sheet columns",
+                ),
+            ]
+            components += [
+                Component(
+                    id=f"stale_{u.id.lower().replace('-', '_')}_date",
+                    weight=0.5,
+                    check=XlsxValue(
+                        path=XLSX,
+                        sheet="Stale",
+                        key_column="id",
+                        key=u.id,
+                        column="date",
+                        expected=u.day,
+                    ),
+                    requirement=f"{u.id} is listed as stale",
+                )
+                for u in old
+            ]
+        spec = VerifierSpec(
+            components=components,
+            red_lines=[
+                RedLine(
+                    id="ledgers_unmodified",
+                    description="the statement and the books are evidence and must not change",
+                    check=InputsUnmodified(
+                        files={
+                            BANK: hashlib.sha256(bank).hexdigest(),
+                            BOOKS: hashlib.sha256(books).hexdigest(),
+                        }
+                    ),
+                ),
+            ],
+            rubric=[
+                RubricItem(
+                    id="auditable",
+                    criterion=(
+                        "An auditor can follow the workbook: unmatched rows are sorted by id, the "
+                        "source column says where each difference comes from, and amounts keep "
+                        "their sign."
+                    ),
+                    evidence_paths=[XLSX, JSON],
+                ),
+            ],
+        )
+        return VerifierOutput(
+            spec=spec, private_files={f"inputs/{BANK}": bank, f"inputs/{BOOKS}": books}
+        )
+
+
+# ---- generating the ledgers ----------------------------------------------------------------
+
+
+def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
+    months, symbol_count, bank_only, books_only, typos = SIZES[params.difficulty]
+    prices: dict[tuple[str, str], float] = {}
+    for row in read_csv_resource("data/stocks.csv"):
+        abbr, _day, year_text = row["date"].split()
+        prices[(row["symbol"], f"{year_text}-{MONTH_ABBR.index(abbr) + 1:02d}")] = float(
+            row["price"]
+        )
+    year = rng.randint(2001, 2009)
+    first = rng.randint(1, 13 - months)
+    symbols = sorted({s for s, _m in prices if (s, f"{year}-01") in prices})
+    chosen = rng.sample(symbols, k=symbol_count)
+    seq = rng.randint(1000, 7000)
+    trades: list[Entry] = []
+    for month in range(first, first + months):
+        for symbol in chosen:
+            price = prices[(symbol, f"{year}-{month:02d}")]
+            shares = rng.randint(10, 400)
+            side = rng.choice(["BUY", "SELL"])
+            amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
+            seq += rng.randint(1, 3)
+            trades.append(
+                Entry(
+                    id=f"TX{seq:04d}",
+                    day=date(year, month, rng.randint(2, 26)),
+                    description=f"{side} {shares} {symbol} @ {price:.2f}",
+                    amount=round(amount, 2),
+                    account=f"Investments:{symbol}",
+                )
+            )
+    trades.sort(key=lambda e: (e.day, e.id))
+    # The last trades have not cleared yet: they are in the books only.
+    cleared = trades[:-books_only]
+    typo_ids = {e.id for e in rng.sample(cleared, k=typos)}
+    books = [replace(e, amount=_mistype(e.amount, rng)) if e.id in typo_ids else e for e in trades]
+    fees = []
+    fee_days = rng.sample(range(first, first + months), k=bank_only)
+    for n, (month, (text, amount)) in enumerate(zip(sorted(fee_days), BANK_ONLY, strict=False)):
+        fees.append(
+            Entry(
+                id=f"BK{seq + 10 + n:04d}",
+                day=date(year, month, 28),
+                description=text,
+                amount=amount,
+            )
+        )
+    bank = sorted([*cleared, *fees], key=lambda e: (e.day, e.id))
+    period = f"{year}-{first:02d}-to-{year}-{first + months - 1:02d}"
+    return Ledgers(bank, books, params.difficulty == "hard"), period
+
+
+def _mistype(amount: float, rng: random.Random) -> float:
+    """A keying error: two adjacent different digits swapped."""
+    text = f"{abs(amount):.2f}"
+    digits = [
+        i for i in range(len(text) - 1) if text[i] != text[i + 1] and "." not in text[i : i + 2]
+    ]
+    if not digits:  # e.g. 111.11: no swap changes it, so a slipped key instead
+        return round(amount + 90.0, 2)
+    i = rng.choice(digits)
+    typed = text[:i] + text[i + 1] + text[i] + text[i + 2 :]
+    return round(float(typed) * (1 if amount >= 0 else -1), 2)
+
+
+def _later_statement(ledgers: Ledgers, rng: random.Random) -> Ledgers:
+    """The next statement: some outstanding trades cleared, and a new month's fee."""
+    bank_ids = {e.id for e in ledgers.bank}
+    books_by_id = {e.id: e for e in ledgers.books}
+    pending = [e for e in ledgers.books if e.id not in bank_ids]
+    cleared = rng.sample(pending, k=max(1, len(pending) // 2 + len(pending) % 2))
+    last = max(e.day for e in ledgers.bank + ledgers.books)
+    posted = [
+        replace(books_by_id[e.id], day=last + timedelta(days=rng.randint(1, 4))) for e in cleared
+    ]
+    # a cleared trade posts at the amount actually traded; a mistyped book entry stays wrong
+    fee = Entry(
+        id=f"BK{max(int(e.id[2:]) for e in ledgers.bank + ledgers.books) + 7:04d}",
+        day=last + timedelta(days=9),
+        description="Account maintenance fee",
+        amount=-25.0,
+    )
+    return replace(ledgers, bank=[*ledgers.bank, *posted, fee])
+
+
+def _cutoff(result: tuple[list[Unmatched], int, float]) -> str:
+    """A date with unmatched entries on both sides; only entries that no later statement can
+    clear (bank-only and mistyped ones) decide it, so some stay stale after every turn."""
+    days = sorted({u.day for u in result[0] if u.source != "books"})
+    first, last = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
+    return (first + (last - first) // 2 + timedelta(days=1)).isoformat()
+
+
+def _bank_csv(ledgers: Ledgers) -> bytes:
+    if ledgers.split_columns:
+        rows: list[dict[str, object]] = [
+            {
+                "id": e.id,
+                "date": e.day.isoformat(),
+                "description": e.description,
+                "debit": f"{-e.amount:,.2f}" if e.amount < 0 else "",
+                "credit": f"{e.amount:,.2f}" if e.amount >= 0 else "",
+            }
+            for e in ledgers.bank
+        ]
+        return write_csv(rows, ["id", "date", "description", "debit", "credit"])
+    plain = [
+        {
+            "id": e.id,
+            "date": e.day.isoformat(),
+            "description": e.description,
+            "amount": f"{e.amount:.2f}",
+        }
+        for e in ledgers.bank
+    ]
+    return write_csv(plain, ["id", "date", "description", "amount"])
+
+
+def _books_csv(ledgers: Ledgers) -> bytes:
+    rows: list[dict[str, object]] = [
+        {
+            "id": e.id,
+            "date": e.day.isoformat(),
+            "account": e.account,
+            "description": e.description,
+            "amount": f"{e.amount:.2f}",
+        }
+        for e in ledgers.books
+    ]
+    return write_csv(rows, ["id", "date", "account", "description", "amount"])
+
+
+# ---- the verifier's own reading of the final ledgers ---------------------------------------
+
+
+def _number(text: str | None) -> float:
+    return float(text.replace(",", "")) if text and text.strip() else 0.0
+
+
+def _entries(data: bytes) -> dict[str, tuple[str, float]]:
+    entries = {}
+    for row in parse_csv(data):
+        if "amount" in row:
+            amount = _number(row["amount"])
+        else:
+            amount = _number(row["credit"]) - _number(row["debit"])
+        entries[row["id"].strip()] = (row["date"], round(amount, 2))
+    return entries
+
+
+def reconcile(bank_csv: bytes, books_csv: bytes) -> tuple[list[Unmatched], int, float]:
+    """(unmatched entries sorted by id, matched count, net difference bank − books)."""
+    bank, books = _entries(bank_csv), _entries(books_csv)
+    unmatched, matched = [], 0
+    for key in sorted(set(bank) | set(books)):
+        if key not in books:
+            unmatched.append(Unmatched(key, "bank", bank[key][1], bank[key][0]))
+        elif key not in bank:
+            unmatched.append(Unmatched(key, "books", books[key][1], books[key][0]))
+        elif abs(bank[key][1] - books[key][1]) > 0.005:
+            diff = round(bank[key][1] - books[key][1], 2)
+            unmatched.append(Unmatched(key, "mismatch", diff, books[key][0]))
+        else:
+            matched += 1
+    net = round(sum(a for _d, a in bank.values()) - sum(a for _d, a in books.values()), 2)
+    return unmatched, matched, net
+
+
+def _instruction(split_columns: bool) -> str:
+    amounts = (
+        "The statement has separate `debit` (money out) and `credit` (money in) columns "
+        "written with thousands separators; the books have one signed `amount`."
+        if split_columns
+        else "Both files have a signed `amount` (money leaving the account is negative)."
+    )
+    return f"""\
+Please reconcile our fund's cash account for the period close. The bank statement is
+`{BANK}` and our books are `{BOOKS}`; entries share an `id` when they are the same
+transaction. {amounts}
+
+An entry is *matched* when its id is in both files with the same amount (to the cent).
+Everything else is unmatched: ids only on the statement (source `bank`), ids only in the
+books (source `books`), and ids in both whose amounts differ (source `mismatch`).
+
+Create:
+
+1. `{XLSX}` with a sheet named `Unmatched` and the columns `id`, `source`, `amount`, one row
+   per unmatched id, sorted by id. `amount` is the entry's signed amount for `bank` and
+   `books` rows, and the statement's amount minus the books' amount for `mismatch` rows.
+2. `{JSON}` with the keys `matched`, `bank_only`, `books_only`, `mismatched` (counts of ids)
+   and `net_difference`: the sum of all statement amounts minus the sum of all book
+   amounts, rounded to cents.
+
+Do not modify `{BANK}` or `{BOOKS}`.
+"""
+
+
+def _readme(period: str) -> str:
+    return (
+        f"# Cash account, {period.replace('-to-', ' to ')}\n\n`{BANK}` is the custodian bank's "
+        f"statement, `{BOOKS}` our ledger export. Trades are at the month's closing price.\n"
+    )
+
+
+__all__ = ["LedgerReconciliation", "reconcile"]
