@@ -284,7 +284,9 @@ class LedgerReconciliation(TaskFamily):
             Component(
                 id="net_difference",
                 weight=2,
-                check=JsonValue(path=JSON, pointer="/net_difference", expected=net, tolerance=0.01),
+                check=JsonValue(
+                    path=JSON, pointer="/net_difference", expected=net, tolerance=_cents(net)
+                ),
                 requirement="reconciliation.json net_difference (bank − books)",
             ),
         ]
@@ -310,7 +312,7 @@ class LedgerReconciliation(TaskFamily):
                         key=item.id,
                         column="amount",
                         expected=item.amount,
-                        tolerance=0.01,
+                        tolerance=_cents(item.amount),
                     ),
                     requirement=f"{item.id}: amount of the {item.source} difference",
                 ),
@@ -453,12 +455,17 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     return Ledgers(bank, books, params.difficulty == "hard"), period
 
 
+def _cents(amount: float) -> float:
+    """Half a cent, for rounding; none for amounts so small that it would be lax."""
+    return 0.005 if abs(amount) >= 0.05 else 0.0
+
+
 def _mistype(amount: float, rng: random.Random) -> float:
-    """A keying error: two adjacent different digits swapped."""
+    """A keying error: two adjacent different digits of the whole part swapped (a swap in
+    the cents would make a difference too small to check with a cent's tolerance)."""
     text = f"{abs(amount):.2f}"
-    digits = [
-        i for i in range(len(text) - 1) if text[i] != text[i + 1] and "." not in text[i : i + 2]
-    ]
+    whole = text.index(".")
+    digits = [i for i in range(whole - 1) if text[i] != text[i + 1]]
     if not digits:  # e.g. 111.11: no swap changes it, so a slipped key instead
         return round(amount + 90.0, 2)
     i = rng.choice(digits)
@@ -507,7 +514,7 @@ def _bank_csv(ledgers: Ledgers) -> bytes:
             for e in ledgers.bank
         ]
         return write_csv(rows, ["id", "date", "description", "debit", "credit"])
-    plain = [
+    plain: list[dict[str, object]] = [
         {
             "id": e.id,
             "date": e.day.isoformat(),

@@ -1,6 +1,9 @@
 """The meeting-notes family: deterministic drafts, edits that carry news, and a verifier
-whose expectations follow the final notes. The reference solution runs unsandboxed here
-(stdlib only), with the verifier engine in-process: fast, no bubblewrap."""
+whose expectations follow the final notes.
+
+The helpers here (``built_of``, ``run_reference``, ``reward``) are shared by the other
+family tests: the reference solution runs unsandboxed, with this interpreter standing in for
+``python3``, and the verifier engine runs in-process — fast, no bubblewrap."""
 
 from __future__ import annotations
 
@@ -59,7 +62,9 @@ def run_reference(built: BuilderOutput, root: Path, upto: int | None = None) -> 
         (workspace / rel).write_bytes(content)
     shim = root / "bin"
     shim.mkdir()
-    (shim / "python3").symlink_to(sys.executable)
+    # a wrapper, not a symlink: a symlinked venv interpreter would not find its packages
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shim / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
     env["COWORK_WORKSPACE"] = str(workspace)
     last = len(built.turns) if upto is None else upto
@@ -83,8 +88,10 @@ def _apply(turn: UserTurn, workspace: Path) -> None:
             target.write_bytes(turn.files[update.source])
 
 
-def reward(built: BuilderOutput, params: FamilyParams, workspace: Path, root: Path) -> float:
-    output = FAMILY.verifier(built, params)
+def reward(
+    family: TaskFamily, built: BuilderOutput, params: FamilyParams, workspace: Path, root: Path
+) -> float:
+    output = family.verifier(built, params)
     tests = root / "tests"
     for rel, content in output.private_files.items():
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -166,9 +173,9 @@ def test_reference_passes_and_shortcuts_fail(tmp_path: Path, turns: int, difficu
     params = FamilyParams(seed=7, difficulty=difficulty, turns=turns)  # type: ignore[arg-type]
     built = built_of(FAMILY, params)
     workspace = run_reference(built, tmp_path / "ref")
-    assert reward(built, params, workspace, tmp_path / "ref") == 1.0
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") == 1.0
     (workspace / ITEMS).write_text("owner,task,due\n")
-    assert reward(built, params, workspace, tmp_path / "ref") < 0.99
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") < 0.99
     if turns > 1:
         stale = run_reference(built, tmp_path / "stale", upto=0)
-        assert reward(built, params, stale, tmp_path / "stale") < 0.99
+        assert reward(FAMILY, built, params, stale, tmp_path / "stale") < 0.99

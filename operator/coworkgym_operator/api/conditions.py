@@ -26,6 +26,7 @@ class ConditionType(StrEnum):
 
 
 class ConditionReason(StrEnum):
+    PENDING = "Pending"
     BUILDING = "Building"
     BUILT = "Built"
     BUILDER_FAILED = "BuilderFailed"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from coworkgym.spec import API_GROUP, KIND, EnvironmentSpec
+from coworkgym.spec import API_GROUP, EnvironmentSpec
+from coworkgym.spec import KIND as KIND
 
 GROUP = API_GROUP
 VERSION = "v1alpha1"
@@ -17,7 +18,8 @@ MAX_DEFECTS_IN_STATUS = 20
 
 
 class _Status(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # extra="ignore": fields written by an older operator version must not break a reconcile
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 class Condition(_Status):

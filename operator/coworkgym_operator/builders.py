@@ -1,0 +1,256 @@
+"""Pure builders of the child objects of a CoworkEnvironment: volumes, NetworkPolicies and
+the sandbox Job of each stage. No I/O; every object carries an owner reference.
+
+Volumes: one PVC per role per environment. The Builder writes only ``builder``; the
+Verifier Constructor mounts ``builder`` read-only and writes only ``verifier``; the Issue
+Detector and the release step mount both read-only plus ``scratch``. Why PVCs rather than
+object storage: the roles then need no credentials at all, and read-only is enforced by
+the kubelet's mount, not by the role's good behaviour. Only the release Job talks to S3.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from coworkgym.detector.defects import Defect
+from coworkgym.spec import EnvironmentSpec, SandboxSettings
+
+from .api.types import GROUP, KIND, VERSION
+from .settings import OperatorSettings
+
+Manifest = dict[str, Any]
+ROLE_VOLUMES = ("builder", "verifier", "scratch")
+# stage → (volume, writable) it mounts; anything not listed is not mounted at all
+MOUNTS: dict[str, list[tuple[str, bool]]] = {
+    "builder": [("builder", True)],
+    "verifier": [("builder", False), ("verifier", True)],
+    "detector": [("builder", False), ("verifier", False), ("scratch", True)],
+    "release": [("scratch", False)],
+}
+SANDBOX_UID = 10001
+LABEL_ENV = "coworkgym.dev/environment"
+LABEL_STAGE = "coworkgym.dev/stage"
+LABEL_SANDBOX = "coworkgym.dev/sandbox"
+LABEL_EGRESS = "coworkgym.dev/egress"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "cowork-gym"}
+
+
+def owner_reference(env: Manifest) -> Manifest:
+    meta = env["metadata"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(env: Manifest, name: str, **labels: str) -> Manifest:
+    return {
+        "name": name,
+        "namespace": env["metadata"]["namespace"],
+        "labels": {**MANAGED_BY, LABEL_ENV: env["metadata"]["name"], **labels},
+        "ownerReferences": [owner_reference(env)],
+    }
+
+
+def volume_name(env_name: str, role: str) -> str:
+    return f"{env_name}-{role}"
+
+
+def volume_claims(env: Manifest, settings: OperatorSettings) -> list[Manifest]:
+    claims = []
+    for role in ROLE_VOLUMES:
+        spec: Manifest = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": settings.volume_size}},
+        }
+        if settings.storage_class:
+            spec["storageClassName"] = settings.storage_class
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": _meta(
+                    env,
+                    volume_name(env["metadata"]["name"], role),
+                    **{"coworkgym.dev/volume": role},
+                ),
+                "spec": spec,
+            }
+        )
+    return claims
+
+
+def network_policies(env: Manifest, settings: OperatorSettings) -> list[Manifest]:
+    """Deny everything for this environment's sandbox pods; then allow only the LLM gateway
+    for pods labelled egress=gateway, and only the object store for the release pod."""
+    name = env["metadata"]["name"]
+    select = {LABEL_ENV: name, LABEL_SANDBOX: "true"}
+
+    def policy(suffix: str, extra: dict[str, str], egress: list[Manifest]) -> Manifest:
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(env, f"{name}-{suffix}"),
+            "spec": {
+                "podSelector": {"matchLabels": {**select, **extra}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [],
+                "egress": egress,
+            },
+        }
+
+    gateway = {
+        "to": [{"podSelector": {"matchLabels": settings.gateway_labels}}],
+        "ports": [{"protocol": "TCP", "port": settings.gateway_port}],
+    }
+    store = {
+        "to": [{"ipBlock": {"cidr": settings.store_cidr}}],
+        "ports": [{"protocol": "TCP", "port": settings.store_port}],
+    }
+    return [
+        policy("deny-all", {}, []),
+        policy("egress-gateway", {LABEL_EGRESS: "gateway"}, [gateway]),
+        policy("egress-store", {LABEL_EGRESS: "object-store"}, [store]),
+    ]
+
+
+def job_name(env_name: str, stage: str, iteration: int, attempt: int) -> str:
+    """Deterministic, so a restarted operator finds the Job it created instead of adding one."""
+    return f"{env_name}-{stage}-i{iteration}-a{attempt}"
+
+
+def stage_input(
+    env: Manifest, spec: EnvironmentSpec, iteration: int, feedback: list[Defect]
+) -> str:
+    return json.dumps(
+        {
+            "name": env["metadata"]["name"],
+            "spec": spec.to_wire(),
+            "iteration": iteration,
+            "feedback": [d.model_dump(mode="json", exclude={"evidence"}) for d in feedback],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _sandbox(spec: EnvironmentSpec, settings: OperatorSettings) -> SandboxSettings:
+    """The spec's sandbox settings, with the operator's defaults where the spec has none."""
+    mine = spec.sandbox
+    defaults = settings.sandbox_defaults
+    return SandboxSettings(
+        image=mine.image if "image" in mine.model_fields_set else settings.role_image,
+        resources=mine.resources if "resources" in mine.model_fields_set else defaults.resources,
+        runtime_class_name=mine.runtime_class_name or defaults.runtime_class_name,
+        node_selector=mine.node_selector or defaults.node_selector,
+        tolerations=mine.tolerations or defaults.tolerations,
+    )
+
+
+def stage_job(
+    env: Manifest,
+    spec: EnvironmentSpec,
+    stage: str,
+    iteration: int,
+    attempt: int,
+    feedback: list[Defect],
+    settings: OperatorSettings,
+) -> Manifest:
+    name = env["metadata"]["name"]
+    sandbox = _sandbox(spec, settings)
+    uses_model = stage in ("builder", "verifier") and getattr(spec.backends, stage).kind == "llm"
+    egress = {"release": "object-store"}.get(stage, "gateway" if uses_model else "none")
+    pod_labels = {LABEL_ENV: name, LABEL_STAGE: stage, LABEL_SANDBOX: "true", LABEL_EGRESS: egress}
+    env_vars: list[Manifest] = [
+        {"name": "COWORKGYM_STAGE_INPUT", "value": stage_input(env, spec, iteration, feedback)},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    env_vars += [
+        {"name": f"COWORKGYM_{v.upper()}_DIR", "value": f"/work/{v}"} for v in ROLE_VOLUMES
+    ]
+    env_from: list[Manifest] = []
+    if stage == "release":
+        if settings.s3_endpoint:
+            env_vars.append({"name": "COWORKGYM_S3_ENDPOINT", "value": settings.s3_endpoint})
+        if settings.release_uri:
+            env_vars.append({"name": "COWORKGYM_RELEASE_URI", "value": settings.release_uri})
+        if settings.s3_secret:  # only the release Job ever sees storage credentials
+            env_from.append({"secretRef": {"name": settings.s3_secret}})
+    resources = {"cpu": sandbox.resources.cpu, "memory": sandbox.resources.memory}
+    container: Manifest = {
+        "name": "role",
+        "image": sandbox.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "coworkgym.roles.job", stage],
+        "env": env_vars,
+        "resources": {"requests": resources, "limits": resources},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": SANDBOX_UID,
+            "runAsGroup": SANDBOX_UID,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            {"name": vol, "mountPath": f"/work/{vol}", "readOnly": not writable}
+            for vol, writable in MOUNTS[stage]
+        ]
+        + [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if env_from:
+        container["envFrom"] = env_from
+    pod_spec: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": settings.sandbox_service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": SANDBOX_UID,
+            "runAsGroup": SANDBOX_UID,
+            "fsGroup": SANDBOX_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {
+                "name": vol,
+                "persistentVolumeClaim": {
+                    "claimName": volume_name(name, vol),
+                    "readOnly": not writable,
+                },
+            }
+            for vol, writable in MOUNTS[stage]
+        ]
+        + [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+    }
+    if sandbox.runtime_class_name:
+        pod_spec["runtimeClassName"] = sandbox.runtime_class_name
+    if sandbox.node_selector:
+        pod_spec["nodeSelector"] = dict(sandbox.node_selector)
+    if sandbox.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in sandbox.tolerations
+        ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(
+            env,
+            job_name(name, stage, iteration, attempt),
+            **{LABEL_STAGE: stage, "coworkgym.dev/iteration": str(iteration)},
+        ),
+        "spec": {
+            "backoffLimit": 0,  # retries are the loop's decision, not the Job's
+            "activeDeadlineSeconds": spec.budget.stage_timeout_seconds,
+            "ttlSecondsAfterFinished": settings.job_ttl_seconds,
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+        },
+    }

@@ -1,0 +1,110 @@
+"""The few Kubernetes calls the controller makes (the kubernetes client, synchronous: kopf
+runs sync handlers in its thread pool)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .builders import LABEL_ENV, Manifest
+from .reconcile.environment import JobObservation
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient | None = None) -> None:
+        self.api = api or client.ApiClient()
+        self.batch = client.BatchV1Api(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.net = client.NetworkingV1Api(self.api)
+
+    def existing_children(self, namespace: str, env_name: str) -> frozenset[str]:
+        selector = f"{LABEL_ENV}={env_name}"
+        names = {
+            f"PersistentVolumeClaim/{p.metadata.name}"
+            for p in self.core.list_namespaced_persistent_volume_claim(
+                namespace, label_selector=selector
+            ).items
+        }
+        names |= {
+            f"NetworkPolicy/{p.metadata.name}"
+            for p in self.net.list_namespaced_network_policy(
+                namespace, label_selector=selector
+            ).items
+        }
+        return frozenset(names)
+
+    def observe_job(self, namespace: str, name: str) -> JobObservation:
+        try:
+            job = self.batch.read_namespaced_job(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return JobObservation(name, "missing")
+            raise
+        result, pod_state = self._pod_result(namespace, name)
+        conditions = {c.type: c for c in (job.status.conditions or []) if c.status == "True"}
+        seconds = _seconds(job.status.start_time, job.status.completion_time)
+        if pod_state == "succeeded" or "Complete" in conditions:
+            return JobObservation(name, "succeeded", result, seconds=seconds)
+        if pod_state == "failed" or "Failed" in conditions:
+            failed = conditions.get("Failed")
+            reason = f"{failed.reason}: {failed.message}" if failed else "pod failed"
+            return JobObservation(name, "failed", result, reason=reason, seconds=seconds)
+        return JobObservation(name, "running")
+
+    def _pod_result(self, namespace: str, job: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The stage's JSON result from its pod's termination message."""
+        import json
+
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
+        for pod in pods:
+            phase = (pod.status.phase or "").lower()
+            for status in pod.status.container_statuses or []:
+                terminated = status.state.terminated if status.state else None
+                if terminated is not None and terminated.message:
+                    try:
+                        return json.loads(terminated.message.strip().splitlines()[-1]), phase
+                    except ValueError:
+                        return {"ok": False, "error": terminated.message[-500:]}, phase
+            if phase in ("succeeded", "failed"):
+                return None, phase
+        return None, None
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create a child; an existing one is fine (level-triggered). True if created."""
+        namespace = manifest["metadata"]["namespace"]
+        kind = manifest["kind"]
+        body: Any = manifest  # the client accepts plain dicts as request bodies
+        try:
+            if kind == "Job":
+                self.batch.create_namespaced_job(namespace, body)
+            elif kind == "PersistentVolumeClaim":
+                self.core.create_namespaced_persistent_volume_claim(namespace, body)
+            elif kind == "NetworkPolicy":
+                self.net.create_namespaced_network_policy(namespace, body)
+            else:
+                raise ValueError(f"cannot create {kind}")
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def delete_children(self, namespace: str, env_name: str) -> None:
+        """Belt and braces next to owner references: works without a garbage collector."""
+        selector = f"{LABEL_ENV}={env_name}"
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        self.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
+        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+        self.core.delete_collection_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector
+        )
+        self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds())

@@ -1,0 +1,1 @@
+"""Pure reconcile decisions: observe → decide → (new status, actions). No I/O here."""

@@ -1,0 +1,49 @@
+"""Operator settings, from the environment (set by the Helm chart)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from coworkgym.spec import SandboxSettings
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    sandbox_service_account: str = "cowork-gym-sandbox"
+    role_image: str = "ghcr.io/cowork-gym/role-sandbox:0.1.0"
+    storage_class: str | None = None
+    volume_size: str = "1Gi"
+    s3_secret: str | None = None  # Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+    s3_endpoint: str | None = None
+    release_uri: str | None = None  # default target when a spec sets none
+    store_cidr: str = "0.0.0.0/0"  # where the release Job may send packages
+    store_port: int = 443
+    gateway_labels: dict[str, str] = field(default_factory=lambda: {"app": "llm-gateway"})
+    gateway_port: int = 8000
+    job_ttl_seconds: int = 3600
+    reconcile_interval: float = 3.0
+    sandbox_defaults: SandboxSettings = field(default_factory=SandboxSettings)
+
+    @classmethod
+    def from_env(cls) -> OperatorSettings:
+        env = os.environ
+        gateway = dict(
+            pair.split("=", 1)
+            for pair in env.get("COWORKGYM_GATEWAY_SELECTOR", "app=llm-gateway").split(",")
+            if "=" in pair
+        )
+        return cls(
+            sandbox_service_account=env.get("COWORKGYM_SANDBOX_SA", cls.sandbox_service_account),
+            role_image=env.get("COWORKGYM_ROLE_IMAGE", cls.role_image),
+            storage_class=env.get("COWORKGYM_STORAGE_CLASS") or None,
+            volume_size=env.get("COWORKGYM_VOLUME_SIZE", cls.volume_size),
+            s3_secret=env.get("COWORKGYM_S3_SECRET") or None,
+            s3_endpoint=env.get("COWORKGYM_S3_ENDPOINT") or None,
+            release_uri=env.get("COWORKGYM_RELEASE_URI") or None,
+            store_cidr=env.get("COWORKGYM_STORE_CIDR", cls.store_cidr),
+            store_port=int(env.get("COWORKGYM_STORE_PORT", cls.store_port)),
+            gateway_labels=gateway,
+            gateway_port=int(env.get("COWORKGYM_GATEWAY_PORT", cls.gateway_port)),
+            reconcile_interval=float(env.get("COWORKGYM_RECONCILE_INTERVAL", 3.0)),
+        )
