@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from .base import FamilyDraft, FamilyParams, TaskFamily
+from .folder_organize import FolderOrganize
 from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
 from .weather_report import WeatherReport
 
 FAMILIES: dict[str, TaskFamily] = {
-    f.name: f for f in (WeatherReport(), MeetingNotes(), LedgerReconciliation())
+    f.name: f for f in (WeatherReport(), MeetingNotes(), LedgerReconciliation(), FolderOrganize())
 }
 
 
