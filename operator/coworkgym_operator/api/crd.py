@@ -109,7 +109,13 @@ def crd() -> dict[str, Any]:
     spec_schema = _schema(EnvironmentSpec)
     _add_cel(spec_schema)
     status_schema = _schema(CoworkEnvironmentStatus)
-    status_schema["properties"]["loop"]["x-kubernetes-preserve-unknown-fields"] = True
+    loop = status_schema["properties"]["loop"]
+    # opaque bookkeeping: keep every nested field (an additionalProperties schema would prune)
+    status_schema["properties"]["loop"] = {
+        "type": "object",
+        "description": loop.get("description", ""),
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -22,6 +22,12 @@ _kube: Kube | None = None
 def kube() -> Kube:
     global _kube
     if _kube is None:
+        from kubernetes import config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
         _kube = Kube()
     return _kube
 

@@ -1,0 +1,377 @@
+"""The operator on a real API server + controller-manager. There is no node in this tier, so
+the tests play the kubelet: they mark each stage's pod finished, with the result a real
+stage would write to its termination log, and watch the environment walk the loop."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kopf.testing import KopfRunner
+
+from coworkgym_operator.metrics import FINISHED, REGISTRY
+from coworkgym_testbed.testbed import Testbed
+
+pytestmark = pytest.mark.testbed
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO / "crds" / "coworkenvironments.yaml"
+
+
+@pytest.fixture(scope="module")
+def crd(testbed: Testbed) -> None:
+    testbed.kubectl("apply", "-f", str(CRD))
+    testbed.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/coworkenvironments.coworkgym.dev",
+    )
+
+
+@pytest.fixture
+def ns(testbed_env: Testbed, crd: None, testbed_namespace: str) -> str:
+    testbed_env.kubectl("create", "serviceaccount", "cowork-gym-sandbox", "-n", testbed_namespace)
+    return testbed_namespace
+
+
+@pytest.fixture
+def operator(ns: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], KopfRunner]:
+    monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
+    from coworkgym_operator.controllers import environment
+
+    monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
+
+    def start() -> KopfRunner:
+        args = ["run", "--standalone", "--namespace", ns, "-m", "coworkgym_operator.controllers"]
+        return KopfRunner(args, timeout=120)
+
+    return start
+
+
+def manifest(name: str, **spec: Any) -> str:
+    body = {
+        "apiVersion": "coworkgym.dev/v1alpha1",
+        "kind": "CoworkEnvironment",
+        "metadata": {"name": name},
+        "spec": {
+            "task": {
+                "labels": {
+                    "capabilities": ["data_analysis"],
+                    "scenario": "data_analysis/reporting/periodic_report",
+                },
+                "turns": 2,
+                "seed": 3,
+            },
+            "release": {"uri": "s3://cowork-gym/envs"},
+            **spec,
+        },
+    }
+    return json.dumps(body)
+
+
+class Cluster:
+    def __init__(self, tb: Testbed, ns: str) -> None:
+        self.tb, self.ns = tb, ns
+        self.core = tb.kubernetes_client()  # CoreV1-capable ApiClient
+        from kubernetes import client
+
+        self.v1 = client.CoreV1Api(self.core)
+        self.batch = client.BatchV1Api(self.core)
+        self.custom = client.CustomObjectsApi(self.core)
+
+    def apply(self, text: str) -> None:
+        path = Path(f"/tmp/cwe-{self.ns}.json")
+        path.write_text(text)
+        self.tb.kubectl("apply", "-n", self.ns, "-f", str(path))
+
+    def env(self, name: str) -> dict[str, Any]:
+        got: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            "coworkgym.dev", "v1alpha1", self.ns, "coworkenvironments", name
+        )
+        return got
+
+    def jobs(self) -> list[str]:
+        return sorted(j.metadata.name for j in self.batch.list_namespaced_job(self.ns).items)
+
+    def wait(self, what: Callable[[], Any], timeout: float = 45, message: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = what()
+            if value:
+                return value
+            time.sleep(0.3)
+        raise AssertionError(f"timed out waiting for {message or what}")
+
+    def job(self, name: str) -> Any:
+        return self.wait(
+            lambda: next(
+                (
+                    j
+                    for j in self.batch.list_namespaced_job(self.ns).items
+                    if j.metadata.name == name
+                ),
+                None,
+            ),
+            message=f"job {name}",
+        )
+
+    def finish(self, job: str, result: dict[str, Any], ok: bool = True) -> None:
+        """Play the kubelet: the Job's pod ran and wrote ``result`` to its termination log."""
+        pod = self.wait(
+            lambda: next(
+                iter(self.v1.list_namespaced_pod(self.ns, label_selector=f"job-name={job}").items),
+                None,
+            ),
+            message=f"pod of {job}",
+        )
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        terminated = {
+            "exitCode": 0 if ok else 1,
+            "reason": "Completed" if ok else "Error",
+            "message": json.dumps(result),
+            "startedAt": now,
+            "finishedAt": now,
+        }
+        status = {
+            "status": {
+                "phase": "Succeeded" if ok else "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "role",
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": "role",
+                        "imageID": "",
+                        "state": {"terminated": terminated},
+                    }
+                ],
+            }
+        }
+        self.v1.patch_namespaced_pod_status(pod.metadata.name, self.ns, status)
+
+    def phase(self, name: str) -> str:
+        return str(self.env(name).get("status", {}).get("phase", ""))
+
+
+@pytest.fixture
+def cluster(testbed_env: Testbed, ns: str) -> Iterator[Cluster]:
+    yield Cluster(testbed_env, ns)
+
+
+def stage_input(job: Any) -> dict[str, Any]:
+    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    return json.loads(env["COWORKGYM_STAGE_INPUT"])
+
+
+def test_an_environment_walks_build_execute_release(
+    cluster: Cluster, operator: Callable[[], KopfRunner]
+) -> None:
+    released_before = (
+        REGISTRY.get_sample_value("coworkgym_environments_finished_total", {"outcome": "released"})
+        or 0.0
+    )
+    with operator() as runner:
+        cluster.apply(manifest("demo"))
+        builder = cluster.job("demo-builder-i0-a1")
+        # the sandbox Job as designed: no token, non-root, read-only root, own volume only
+        pod = builder.spec.template.spec
+        container = pod.containers[0]
+        assert pod.automount_service_account_token is False
+        assert (
+            pod.security_context.run_as_non_root
+            and pod.security_context.seccomp_profile.type == "RuntimeDefault"
+        )
+        assert container.security_context.read_only_root_filesystem
+        assert container.security_context.allow_privilege_escalation is False
+        assert container.security_context.capabilities.drop == ["ALL"]
+        assert [(m.name, bool(m.read_only)) for m in container.volume_mounts] == [
+            ("builder", False),
+            ("tmp", False),
+        ]
+        assert builder.spec.backoff_limit == 0
+        assert builder.metadata.owner_references[0].kind == "CoworkEnvironment"
+        pvcs = {
+            p.metadata.name
+            for p in cluster.v1.list_namespaced_persistent_volume_claim(cluster.ns).items
+        }
+        assert pvcs == {"demo-builder", "demo-verifier", "demo-scratch"}
+        from kubernetes import client
+
+        policies = (
+            client.NetworkingV1Api(cluster.core).list_namespaced_network_policy(cluster.ns).items
+        )
+        deny = next(p for p in policies if p.metadata.name == "demo-deny-all")
+        assert deny.spec.egress is None or deny.spec.egress == []
+        assert cluster.wait(lambda: cluster.phase("demo") == "Building")
+
+        cluster.finish("demo-builder-i0-a1", {"stage": "builder", "ok": True})
+        verifier = cluster.job("demo-verifier-i0-a1")
+        mounts = [
+            (m.name, bool(m.read_only))
+            for m in verifier.spec.template.spec.containers[0].volume_mounts
+        ]
+        assert mounts == [("builder", True), ("verifier", False), ("tmp", False)]
+        cluster.finish("demo-verifier-i0-a1", {"stage": "verifier", "ok": True})
+        detector = cluster.job("demo-detector-i0-a1")
+        mounts = [
+            (m.name, bool(m.read_only))
+            for m in detector.spec.template.spec.containers[0].volume_mounts
+        ]
+        assert mounts == [("builder", True), ("verifier", True), ("scratch", False), ("tmp", False)]
+        cluster.finish(
+            "demo-detector-i0-a1",
+            {"stage": "detector", "ok": True, "defects": [], "digest": "sha256:abc"},
+        )
+        release = cluster.job("demo-release-i1-a1")
+        assert release.spec.template.metadata.labels["coworkgym.dev/egress"] == "object-store"
+        cluster.finish(
+            "demo-release-i1-a1",
+            {
+                "stage": "release",
+                "ok": True,
+                "uri": "s3://cowork-gym/envs/demo",
+                "digest": "sha256:abc",
+            },
+        )
+        cluster.wait(lambda: cluster.phase("demo") == "Released", message="Released")
+        printed = cluster.tb.kubectl("get", "cwe", "-n", cluster.ns).stdout
+    assert runner.exception is None
+    status = cluster.env("demo")["status"]
+    assert status["packageUri"] == "s3://cowork-gym/envs/demo" and status["iteration"] == 1
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Built": "True",
+        "VerifierBuilt": "True",
+        "Executed": "True",
+        "Released": "True",
+        "Failed": "False",
+    }
+    assert status["observedGeneration"] == 1
+    assert "Released" in printed and "s3://cowork-gym/envs/demo" in printed
+    assert cluster.jobs() == [
+        "demo-builder-i0-a1",
+        "demo-detector-i0-a1",
+        "demo-release-i1-a1",
+        "demo-verifier-i0-a1",
+    ]
+    released_after = (
+        REGISTRY.get_sample_value("coworkgym_environments_finished_total", {"outcome": "released"})
+        or 0.0
+    )
+    assert released_after == released_before + 1
+    assert FINISHED is not None
+
+
+def test_defects_are_routed_to_their_owner_and_budget_exhaustion_rejects(
+    cluster: Cluster, operator: Callable[[], KopfRunner]
+) -> None:
+    defect = {
+        "code": "VERIFIER_PERMISSIVE_CHECK",
+        "owner": "verifier",
+        "severity": "error",
+        "message": "component total: tolerance 90%",
+    }
+    with operator() as runner:
+        cluster.apply(manifest("strict", budget={"maxIterations": 2}))
+        cluster.finish(
+            cluster.job("strict-builder-i0-a1").metadata.name, {"stage": "builder", "ok": True}
+        )
+        cluster.finish(
+            cluster.job("strict-verifier-i0-a1").metadata.name, {"stage": "verifier", "ok": True}
+        )
+        cluster.job("strict-detector-i0-a1")
+        cluster.finish(
+            "strict-detector-i0-a1", {"stage": "detector", "ok": True, "defects": [defect]}
+        )
+        # only the owner's stage re-runs, with the defect as feedback
+        revise = cluster.job("strict-verifier-i1-a1")
+        assert stage_input(revise)["feedback"][0]["code"] == "VERIFIER_PERMISSIVE_CHECK"
+        cluster.wait(lambda: cluster.phase("strict") == "Revising")
+        cluster.finish("strict-verifier-i1-a1", {"stage": "verifier", "ok": True})
+        cluster.job("strict-detector-i1-a1")
+        cluster.finish(
+            "strict-detector-i1-a1", {"stage": "detector", "ok": True, "defects": [defect]}
+        )
+        cluster.wait(lambda: cluster.phase("strict") == "Rejected", message="Rejected")
+    assert runner.exception is None
+    status = cluster.env("strict")["status"]
+    assert status["defects"][0]["code"] == "VERIFIER_PERMISSIVE_CHECK"
+    assert not any(j.startswith("strict-builder-i1") for j in cluster.jobs())
+    released = next(c for c in status["conditions"] if c["type"] == "Released")
+    assert (released["status"], released["reason"]) == ("False", "Rejected")
+
+
+def test_a_failed_sandbox_job_is_retried_once(
+    cluster: Cluster, operator: Callable[[], KopfRunner]
+) -> None:
+    with operator():
+        cluster.apply(manifest("flaky"))
+        cluster.job("flaky-builder-i0-a1")
+        cluster.finish(
+            "flaky-builder-i0-a1",
+            {"stage": "builder", "ok": False, "retryable": True, "error": "OOMKilled"},
+            ok=False,
+        )
+        cluster.job("flaky-builder-i0-a2")
+        cluster.finish(
+            "flaky-builder-i0-a2",
+            {"stage": "builder", "ok": False, "retryable": True, "error": "OOMKilled"},
+            ok=False,
+        )
+        cluster.wait(lambda: cluster.phase("flaky") == "Failed", message="Failed")
+    assert "OOMKilled" in cluster.env("flaky")["status"]["message"]
+
+
+def test_operator_restart_mid_stage_duplicates_nothing(
+    cluster: Cluster, operator: Callable[[], KopfRunner]
+) -> None:
+    with operator():
+        cluster.apply(manifest("sturdy"))
+        cluster.job("sturdy-builder-i0-a1")
+    assert cluster.jobs() == ["sturdy-builder-i0-a1"]
+    cluster.finish("sturdy-builder-i0-a1", {"stage": "builder", "ok": True})  # while it is down
+    with operator() as runner:
+        cluster.job("sturdy-verifier-i0-a1")
+        time.sleep(2)  # several reconciles: nothing more may appear
+    assert runner.exception is None
+    assert cluster.jobs() == ["sturdy-builder-i0-a1", "sturdy-verifier-i0-a1"]
+
+
+def test_deleting_the_environment_removes_every_child(
+    cluster: Cluster, operator: Callable[[], KopfRunner]
+) -> None:
+    with operator():
+        cluster.apply(manifest("gone"))
+        cluster.job("gone-builder-i0-a1")
+        cluster.tb.kubectl(
+            "delete", "cwe", "gone", "-n", cluster.ns, "--wait=true", "--timeout=60s"
+        )
+        from kubernetes import client
+
+        net = client.NetworkingV1Api(cluster.core)
+
+        def nothing_left() -> bool:
+            return not (
+                cluster.jobs()
+                or cluster.v1.list_namespaced_persistent_volume_claim(cluster.ns).items
+                or net.list_namespaced_network_policy(cluster.ns).items
+                or cluster.v1.list_namespaced_pod(cluster.ns).items
+            )
+
+        cluster.wait(nothing_left, timeout=60, message="children gone")
+
+
+def test_invalid_specs_are_refused_with_field_names(cluster: Cluster) -> None:
+    bad = json.loads(manifest("bad"))
+    bad["spec"]["task"]["turns"] = 7
+    bad["spec"]["backends"] = {"builder": {"kind": "llm"}}
+    done = cluster.tb.kubectl(
+        "apply", "-n", cluster.ns, "-f", "-", input=json.dumps(bad), check=False
+    )
+    assert done.returncode != 0
+    assert "spec.task.turns" in done.stderr
+    assert "spec.backends.builder" in done.stderr and "baseUrl" in done.stderr
