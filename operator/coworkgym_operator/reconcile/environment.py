@@ -235,8 +235,9 @@ def _invalid(previous: CoworkEnvironmentStatus, generation: int | None, why: str
             "message": f"invalid spec: {why[:400]}",
         }
     )
+    first_time = previous.phase != str(Phase.FAILED)
     return Plan(
         status=status.model_dump(mode="json", by_alias=True, exclude_none=True),
-        events=[("Warning", "InvalidSpec", why[:400])],
-        finished="failed",
+        events=[("Warning", "InvalidSpec", why[:400])] if first_time else [],
+        finished="failed" if first_time else None,
     )

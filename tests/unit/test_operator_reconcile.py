@@ -1,0 +1,149 @@
+"""The operator's pure parts: CRD generation, child builders, reconcile decisions."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from coworkgym.loop.machine import Phase
+from coworkgym_operator.api import crd
+from coworkgym_operator.builders import MOUNTS, stage_job
+from coworkgym_operator.reconcile.conditions import conditions_for, derive_phase, merge
+from coworkgym_operator.reconcile.environment import (
+    JobObservation,
+    Observed,
+    Plan,
+    pending_job_name,
+    reconcile,
+)
+from coworkgym_operator.settings import OperatorSettings
+from tests.support.builders import environment_spec
+
+SETTINGS = OperatorSettings()
+
+
+def resource(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "coworkgym.dev/v1alpha1",
+        "kind": "CoworkEnvironment",
+        "metadata": {"name": "demo", "namespace": "ns", "uid": "u-1", "generation": 1},
+        "spec": environment_spec(**spec).to_wire(),
+        "status": {},
+    }
+
+
+def after(env: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    return {**env, "status": plan.status}
+
+
+def children(plan: Plan) -> set[str]:
+    return {f"{c['kind']}/{c['metadata']['name']}" for c in plan.create}
+
+
+def test_crd_on_disk_matches_the_models() -> None:
+    assert crd.main(["--check"]) == 0, "run `make generate`"
+
+
+def test_crd_schema_is_structural_and_validates() -> None:
+    version = crd.crd()["spec"]["versions"][0]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    text = str(spec)
+    assert "$ref" not in text and "anyOf" not in text and "title" not in text
+    turns = spec["properties"]["task"]["properties"]["turns"]
+    assert (turns["minimum"], turns["maximum"]) == (1, 3)
+    assert "x-kubernetes-validations" in spec
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Phase",
+        "Iteration",
+        "Package",
+        "Age",
+    ]
+
+
+def test_first_reconcile_creates_volumes_policies_and_the_builder_job() -> None:
+    plan = reconcile(resource(), Observed(), SETTINGS)
+    assert children(plan) == {
+        "PersistentVolumeClaim/demo-builder",
+        "PersistentVolumeClaim/demo-verifier",
+        "PersistentVolumeClaim/demo-scratch",
+        "NetworkPolicy/demo-deny-all",
+        "NetworkPolicy/demo-egress-gateway",
+        "NetworkPolicy/demo-egress-store",
+        "Job/demo-builder-i0-a1",
+    }
+    assert plan.status["phase"] == "Building"
+    assert pending_job_name(after(resource(), plan)) == "demo-builder-i0-a1"
+
+
+def test_reconcile_is_idempotent() -> None:
+    env = resource()
+    first = reconcile(env, Observed(), SETTINGS)
+    env = after(env, first)
+    existing = frozenset(children(first))
+    running = Observed(JobObservation("demo-builder-i0-a1", "running"), existing)
+    second = reconcile(env, running, SETTINGS)
+    third = reconcile(after(env, second), running, SETTINGS)
+    assert second.create == [] and third.create == []
+    strip = lambda s: {k: v for k, v in s.items() if k != "conditions"}  # noqa: E731
+    assert strip(second.status) == strip(third.status) == strip(env["status"])
+
+
+def test_a_missing_job_is_recreated_under_the_same_name() -> None:
+    env = after(resource(), reconcile(resource(), Observed(), SETTINGS))
+    plan = reconcile(env, Observed(JobObservation("demo-builder-i0-a1", "missing")), SETTINGS)
+    assert "Job/demo-builder-i0-a1" in children(plan)
+
+
+def test_a_finished_stage_advances_and_creates_the_next_job_once() -> None:
+    env = after(resource(), reconcile(resource(), Observed(), SETTINGS))
+    done = JobObservation("demo-builder-i0-a1", "succeeded", {"ok": True}, seconds=4.0)
+    plan = reconcile(env, Observed(done), SETTINGS)
+    assert "Job/demo-verifier-i0-a1" in children(plan)
+    assert plan.status["phase"] == "ConstructingVerifier"
+    assert plan.stage_seconds == ("builder", 4.0)
+
+
+def test_invalid_spec_is_marked_not_crash_looped() -> None:
+    env = resource()
+    env["spec"]["task"]["turns"] = 99
+    plan = reconcile(env, Observed(), SETTINGS)
+    assert plan.status["phase"] == "Failed" and plan.finished == "failed"
+    assert "turns" in plan.status["message"]
+    again = reconcile(after(env, plan), Observed(), SETTINGS)
+    assert again.finished is None and again.events == []  # counted and announced once
+
+
+def test_role_jobs_mount_only_their_volumes() -> None:
+    spec = environment_spec()
+    env = resource()
+    for stage, mounts in MOUNTS.items():
+        job = stage_job(env, spec, stage, 0, 1, [], SETTINGS)
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        got = [(m["name"], not m.get("readOnly", False)) for m in container["volumeMounts"]]
+        assert got[:-1] == [(v, w) for v, w in mounts]
+        assert job["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+        assert ("envFrom" in container) == (stage == "release" and SETTINGS.s3_secret is not None)
+
+
+def test_phase_derived_from_conditions_matches_the_loop() -> None:
+    from coworkgym.loop.machine import LoopStatus
+
+    for phase, pending in [
+        (Phase.PENDING, None),
+        (Phase.BUILDING, "builder"),
+        (Phase.CONSTRUCTING_VERIFIER, "verifier"),
+        (Phase.EXECUTING, "detector"),
+        (Phase.RELEASING, "release"),
+        (Phase.RELEASED, None),
+        (Phase.REJECTED, None),
+        (Phase.FAILED, "builder"),
+    ]:
+        loop = LoopStatus(phase=phase)
+        conditions = merge([], conditions_for(loop, pending), 1)
+        assert derive_phase(conditions) is phase, phase
+    revising = copy.deepcopy(LoopStatus(phase=Phase.REVISING))
+    from coworkgym.detector.defects import Defect, DefectCode
+    from coworkgym.loop.machine import Round
+
+    revising.rounds = [Round(iteration=1, defects=[Defect.of(DefectCode.ACCEPTS_SHORTCUT, "x")])]
+    assert derive_phase(merge([], conditions_for(revising, "verifier"), 1)) is Phase.REVISING
