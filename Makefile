@@ -15,25 +15,35 @@ help: ## Show this help
 	$(PY) -m pip install -q -e '.[dev,operator,llm,harbor]'
 	touch $@
 
+.PHONY: system-deps
+system-deps: ## Debian packages the sandboxes need (bubblewrap, python3-openpyxl, ...); idempotent
+	COWORKGYM_SKIP_BUILD=1 testbed/ci-setup.sh
+
 .PHONY: install
 install: .venv/.installed ## Create .venv and install the project with all extras
 
 .PHONY: demo
-demo: install ## Synthesize and check environments on the embedded default (no cluster, no model)
+demo: system-deps install ## Synthesize and check environments on the embedded default (no cluster, no model)
 	.venv/bin/cowork-gym synth --count 6 --out out/demo --workers 2
+	.venv/bin/cowork-gym check out/demo/cwg-s0-0000
 
 .PHONY: test
-test: install ## Run the test suite (unit + integration; test-bed tests when COWORKGYM_TESTBED=1)
+test: system-deps install ## Run the test suite (unit + integration; test-bed tests when COWORKGYM_TESTBED=1)
 	$(PYTEST) -q
 
+.PHONY: generate
+generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models
+	$(PY) -m coworkgym_operator.api.crd
+
 .PHONY: lint
-lint: install ## ruff + mypy
+lint: install ## ruff, mypy and the layering contracts (import-linter)
 	.venv/bin/ruff check .
-	.venv/bin/ruff format --check .
-	.venv/bin/mypy coworkgym
+	.venv/bin/mypy coworkgym operator/coworkgym_operator testbed/coworkgym_testbed
+	.venv/bin/lint-imports
 
 .PHONY: verify
-verify: lint test ## Everything CI checks: lint, types, tests
+verify: lint test ## Everything CI checks: generated files in sync, lint, types, tests
+	$(PY) -m coworkgym_operator.api.crd --check
 
 .PHONY: testbed-build
 testbed-build: ## Build the test-bed binaries from Go modules (cached outside the repo)
@@ -47,6 +57,11 @@ testbed-up: install ## Start the local Kubernetes control plane + S3 server
 testbed-down: ## Stop the test-bed
 	$(PY) -m coworkgym_testbed down
 
+.PHONY: corpus
+corpus: install ## Write the detector corpus (good + labelled defective packages) to out/corpus
+	$(PY) -m tests.corpus.build out/corpus
+
 .PHONY: bench
 bench: install ## Run the benchmark scripts (print figures, not pass/fail)
 	$(PY) benchmarks/detector_overhead.py
+	$(PY) benchmarks/synth_throughput.py
