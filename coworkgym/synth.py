@@ -47,12 +47,17 @@ def run_one(name: str, spec_wire: dict[str, Any], target: str, harbor_lint: bool
     from .loop.local import LocalLoop
     from .release import publisher_for
     from .roles.procedural import ProceduralBuilder, ProceduralVerifierConstructor
+    from .runtime.local import LocalRuntime
 
     configure_logging()
     spec = EnvironmentSpec.model_validate(spec_wire)
-    builder, constructor = ProceduralBuilder(), ProceduralVerifierConstructor()
+    runtime = LocalRuntime()
+    builder, constructor = ProceduralBuilder(runtime), ProceduralVerifierConstructor()
     loop = LocalLoop(
-        builder, constructor, IssueDetector(run_harbor_lint=harbor_lint), publisher_for(target)
+        builder,
+        constructor,
+        IssueDetector(runtime, run_harbor_lint=harbor_lint),
+        publisher_for(target),
     )
     run = loop.run(name, spec)
     rounds = [
@@ -68,7 +73,7 @@ def run_one(name: str, spec_wire: dict[str, Any], target: str, harbor_lint: bool
         iterations=run.status.iteration,
         rounds=rounds,
         stage_seconds=dict(run.stage_seconds),
-        sandbox_seconds=run.sandbox_seconds,
+        sandbox_seconds=runtime.sandbox_seconds,
         injected=[
             str(f) for f in builder.history.get(name, []) + constructor.history.get(name, [])
         ],

@@ -45,6 +45,14 @@ class LocalRuntime:
         self.sandbox = sandbox or default_sandbox()
         self.solution_limits = solution_limits or Limits(timeout_s=300, memory_mb=2048)
         self.verifier_limits = verifier_limits or Limits(timeout_s=300, memory_mb=2048)
+        self.sandbox_seconds = 0.0  # time spent inside sandboxes (for the benchmarks)
+        self.sandbox_runs = 0
+
+    def _run(self, *args: Any, **kwargs: Any) -> SandboxResult:
+        result = self.sandbox.run(*args, **kwargs)
+        self.sandbox_seconds += result.duration_s
+        self.sandbox_runs += 1
+        return result
 
     def run_solution(
         self, pkg: EnvironmentPackage, workspace: Path, workdir: str, turn: int = 0
@@ -59,7 +67,7 @@ class LocalRuntime:
             solution = Path(tmp) / "solution"
             solution.mkdir()
             write_files(solution, solution_files)
-            return self.sandbox.run(
+            return self._run(
                 ["bash", "/solution/solve.sh"],
                 [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")],
                 limits=self.solution_limits,
@@ -112,7 +120,7 @@ class LocalRuntime:
                     (extra / f"{name}.json").write_text(json.dumps(data))
                     env[f"COWORK_{name.upper()}"] = f"/cowork-extra/{name}.json"
             mounts.append(Mount(extra, "/cowork-extra"))
-            run = self.sandbox.run(
+            run = self._run(
                 ["bash", "/tests/test.sh"],
                 mounts,
                 limits=self.verifier_limits,
