@@ -78,9 +78,13 @@ class Component(ABC):
     name: ClassVar[str]
     needs: ClassVar[tuple[str, ...]] = ()
     ports: ClassVar[tuple[str, ...]] = ()  # port names allocated for this component
+    stop_timeout: ClassVar[float] = 20.0  # seconds between SIGTERM and SIGKILL
 
     def prepare(self, c: Cluster) -> None:  # noqa: B027 - optional hook, not abstract
         """Write config files before start (default: nothing)."""
+
+    def cleanup(self, c: Cluster) -> None:  # noqa: B027 - optional hook, not abstract
+        """Remove what the process left outside the run dir, after it stopped (default: nothing)."""
 
     @abstractmethod
     def argv(self, c: Cluster) -> list[str]: ...
@@ -137,6 +141,10 @@ class KubeApiServer(Component):
             f"--service-account-key-file={p.sa_pub}",
             f"--service-account-signing-key-file={p.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The `kubernetes` Service would point at the advertise address, and Endpoints
+            # may not hold a loopback IP: the reconciler would log an error every 10 s.
+            # Nothing in-cluster can reach the API server that way anyway (no kube-proxy).
+            "--endpoint-reconciler-type=none",
             "--allow-privileged=true",
             # The aggregation layer, configured as kubeadm does; without it, every component
             # reading extension-apiserver-authentication logs "missing content for CA bundle".
@@ -229,8 +237,21 @@ class SeaweedS3(Component):
         "seaweed-filer-grpc",
     )
 
+    # Its graceful shutdown stops the volume server first, then spends 15 s trying to flush
+    # the filer's log into it. The data is throwaway (wiped by the next `up`): don't wait.
+    stop_timeout = 2.0
+
     def config_file(self, c: Cluster) -> Path:
         return c.run_dir / "s3-identities.json"
+
+    def cleanup(self, c: Cluster) -> None:
+        # SeaweedFS always adds unix sockets at /tmp/seaweedfs-<role>-grpc-<port>.sock; remove
+        # the ones named after this run's ports.
+        for role in ("master", "volume", "filer", "s3"):
+            name = f"seaweed-{role}-grpc" if role != "s3" else "s3-grpc"
+            sock = Path(f"/tmp/seaweedfs-{role}-grpc-{c.ports[name]}.sock")
+            if sock.is_socket():
+                sock.unlink()
 
     def prepare(self, c: Cluster) -> None:
         admin = {
@@ -259,6 +280,7 @@ class SeaweedS3(Component):
             "-master.volumeSizeLimitMB=64",
             "-volume.max=64",
             f"-volume.port={p['seaweed-volume']}",
+            "-volume.preStopSeconds=0",  # default 10: a drain period, pointless for one node
             f"-volume.port.grpc={p['seaweed-volume-grpc']}",
             "-filer",
             f"-filer.port={p['seaweed-filer']}",

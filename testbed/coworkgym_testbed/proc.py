@@ -99,10 +99,14 @@ def stop(rec: ProcessRecord, timeout: float = 20.0) -> bool:
     return True
 
 
+def last_lines(text: str, lines: int) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def tail(path: Path | str, lines: int = 40) -> str:
     """The last `lines` lines of a log file ('' if it does not exist)."""
     try:
         data = Path(path).read_bytes()[-64 * 1024 :]
     except FileNotFoundError:
         return ""
-    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+    return last_lines(data.decode(errors="replace"), lines)

@@ -4,9 +4,10 @@ Register it in a conftest.py: `pytest_plugins = ["coworkgym_testbed.pytest_plugi
 
 - Tests marked `@pytest.mark.testbed` run only with `--testbed` or COWORKGYM_TESTBED=1;
   otherwise they are skipped, with the reason saying how to enable them.
-- `testbed` (session): a running `Testbed`. A healthy test-bed already running in the run
-  dir ($COWORKGYM_TESTBED_DIR or <rootdir>/.testbed, e.g. from `make testbed-up`) is reused
-  and left running; otherwise one is started and stopped at the end of the session.
+- `testbed` (session): a running `Testbed`. A healthy test-bed already running in
+  <rootdir>/.testbed (e.g. from `make testbed-up`) is reused and left running; otherwise
+  the session starts its own in a pytest temporary dir and stops it at the end. With
+  $COWORKGYM_TESTBED_DIR set, that dir is used either way (reused or started there).
 - `testbed_env` (function): the same, with KUBECONFIG, AWS_* and COWORKGYM_S3_* set in
   os.environ for the test (for code that reads the environment, like kopf's login).
 - `testbed_namespace` (function): a fresh namespace, deleted after the test.
@@ -23,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from .testbed import Testbed, default_run_dir, up
+from .testbed import Testbed, running, up
 
 ENV_FLAG = "COWORKGYM_TESTBED"
+_SESSION_TESTBED = pytest.StashKey[Testbed]()
 SKIP_REASON = (
     "needs the Kubernetes/S3 test-bed: run with --testbed or COWORKGYM_TESTBED=1 "
     "(binaries from testbed/build.sh)"
@@ -46,19 +48,15 @@ def enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("--testbed")) or flag
 
 
-def _run_dir(config: pytest.Config) -> Path:
-    return (
-        default_run_dir()
-        if os.environ.get("COWORKGYM_TESTBED_DIR")
-        else config.rootpath / ".testbed"
-    )
+def _shared_run_dir(config: pytest.Config) -> Path:
+    explicit = os.environ.get("COWORKGYM_TESTBED_DIR")
+    return Path(explicit) if explicit else config.rootpath / ".testbed"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    state = (
-        f"on, run dir {_run_dir(config)}" if enabled(config) else f"off (--testbed or {ENV_FLAG}=1)"
-    )
-    return f"testbed: {state}"
+    if not enabled(config):
+        return f"testbed: off (--testbed or {ENV_FLAG}=1)"
+    return f"testbed: on (reused if running in {_shared_run_dir(config)})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -71,10 +69,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def testbed(request: pytest.FixtureRequest) -> Iterator[Testbed]:
+def testbed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Testbed]:
     if not enabled(request.config):
         pytest.skip(SKIP_REASON)
-    tb, started = up(_run_dir(request.config))
+    if os.environ.get("COWORKGYM_TESTBED_DIR"):
+        tb, started = up(_shared_run_dir(request.config))
+    else:
+        reusable = running(_shared_run_dir(request.config))
+        if reusable is not None:
+            tb, started = reusable, False
+        else:
+            # A private run dir (kept by pytest with its other temporary dirs, for the logs):
+            # two sessions running at once never stop each other's test-bed.
+            tb, started = up(tmp_path_factory.mktemp("testbed"))
+    request.config.stash[_SESSION_TESTBED] = tb
     yield tb
     if started:
         tb.stop()
@@ -84,6 +94,15 @@ def testbed(request: pytest.FixtureRequest) -> Iterator[Testbed]:
 def testbed_env(testbed: Testbed, monkeypatch: pytest.MonkeyPatch) -> Testbed:
     for key, value in testbed.env().items():
         monkeypatch.setenv(key, value)
+    # The kubernetes package reads $KUBECONFIG once, when kubernetes.config is first
+    # imported (usually at collection time, long before this fixture). kopf's default login
+    # goes through it, so point its default at the test-bed for this test as well.
+    try:
+        from kubernetes.config import kube_config
+    except ImportError:
+        pass
+    else:
+        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(testbed.kubeconfig))
     return testbed
 
 
@@ -101,8 +120,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.failed and "testbed" in getattr(item, "fixturenames", ()):
-        tb = Testbed.load(_run_dir(item.config))
-        if tb is not None:
-            report.sections.append(("test-bed component logs (last lines)", tb.logs_tail()))
+    tb = item.config.stash.get(_SESSION_TESTBED, None)
+    if report.failed and tb is not None and "testbed" in getattr(item, "fixturenames", ()):
+        report.sections.append(("test-bed component logs (last lines)", tb.logs_tail()))
     return report

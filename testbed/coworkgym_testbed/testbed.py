@@ -9,6 +9,7 @@ can find, use and stop the same test-bed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -37,6 +38,13 @@ BUCKET = "cowork-gym"
 
 class StartupError(RuntimeError):
     pass
+
+
+class ToolError(subprocess.CalledProcessError):
+    """A test-bed program failed; unlike its base class, the message shows its stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstderr:\n{proc.last_lines(self.stderr or '', 30)}"
 
 
 def default_run_dir() -> Path:
@@ -133,7 +141,7 @@ class Testbed:
     ) -> subprocess.CompletedProcess[str]:
         """Run a test-bed program (kubectl, helm, kubeconform, promtool, ...) against this
         test-bed; output is captured as text. With check=True a non-zero exit raises
-        CalledProcessError, whose message includes stderr."""
+        ToolError (a CalledProcessError whose message includes stderr)."""
         env = os.environ | self.env()
         helm_home = self.run_dir / "helm"  # keep helm's config/cache out of $HOME
         env |= {f"HELM_{k}_HOME": str(helm_home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")}
@@ -147,7 +155,7 @@ class Testbed:
             check=False,
         )
         if check and cp.returncode != 0:
-            raise subprocess.CalledProcessError(cp.returncode, cp.args, cp.stdout, cp.stderr)
+            raise ToolError(cp.returncode, cp.args, cp.stdout, cp.stderr)
         return cp
 
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -229,8 +237,12 @@ class Testbed:
 
     def stop(self) -> None:
         """Stop the recorded processes, last started first; keep the logs."""
+        by_name = {comp.name: comp for comp in COMPONENTS}
         for name in reversed(list(self.processes)):
-            proc.stop(self.processes[name])
+            comp = by_name.get(name)
+            proc.stop(self.processes[name], timeout=comp.stop_timeout if comp else 20.0)
+            if comp is not None:
+                comp.cleanup(self.cluster)
         (self.run_dir / STATE_FILE).unlink(missing_ok=True)
 
 
@@ -292,6 +304,22 @@ def _cleanup_on_error(tb: Testbed) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
+    """Serialize `up`/`down` on one run dir across processes: without it, a second `up`
+    would find a test-bed still starting, call it unhealthy, and stop it."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (run_dir.parent / f".{run_dir.name}.lock").open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def running(run_dir: Path | None = None) -> Testbed | None:
+    """The healthy test-bed recorded in `run_dir`, if there is one."""
+    tb = Testbed.load(run_dir)
+    return tb if tb is not None and tb.healthy() else None
+
+
 def up(
     run_dir: Path | None = None,
     timeout: float = 180.0,
@@ -302,14 +330,18 @@ def up(
     Returns (testbed, started): started is False when an existing one was reused.
     """
     run_dir = (run_dir or default_run_dir()).absolute()
-    existing = Testbed.load(run_dir)
-    if existing is not None:
-        if existing.healthy():
-            say(f"reusing the test-bed running in {run_dir}")
-            return existing, False
-        say(f"stopping the remains of an unhealthy test-bed in {run_dir}")
-        existing.stop()
+    with _locked(run_dir):
+        existing = Testbed.load(run_dir)
+        if existing is not None:
+            if existing.healthy():
+                say(f"reusing the test-bed running in {run_dir}")
+                return existing, False
+            say(f"stopping the remains of an unhealthy test-bed in {run_dir}")
+            existing.stop()
+        return _start(run_dir, timeout, say), True
 
+
+def _start(run_dir: Path, timeout: float, say: Callable[[str], None]) -> Testbed:
     t0 = time.monotonic()
     _fresh_run_dir(run_dir)
     pki_mod.generate(run_dir / "pki")
@@ -354,13 +386,15 @@ def up(
             tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
         for comp in COMPONENTS:
             wait_ready(comp)
-    return tb, True
+    return tb
 
 
 def down(run_dir: Path | None = None) -> bool:
     """Stop the test-bed recorded in `run_dir`. False if none was recorded."""
-    tb = Testbed.load(run_dir)
-    if tb is None:
-        return False
-    tb.stop()
-    return True
+    run_dir = (run_dir or default_run_dir()).absolute()
+    with _locked(run_dir):
+        tb = Testbed.load(run_dir)
+        if tb is None:
+            return False
+        tb.stop()
+        return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from coworkgym_testbed.testbed import Testbed
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from coworkgym_testbed.testbed import Testbed
 
 pytestmark = pytest.mark.testbed

@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from coworkgym_testbed.kopfkit import kopf_runner
 from coworkgym_testbed.testbed import Testbed
-from kopf.testing import KopfRunner
 
 pytestmark = pytest.mark.testbed
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,7 +28,7 @@ def test_kopf_operator_writes_status(
         str(FIXTURES / "operator_widgets.py"),
     ]
     status: dict[str, object] = {}
-    with KopfRunner(args, timeout=60) as runner:
+    with kopf_runner(args) as runner:
         tb.kubectl("apply", "-n", ns, "-f", str(FIXTURES / "widget-ok.yaml"))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and status.get("phase") != "Ready":

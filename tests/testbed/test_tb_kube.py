@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from coworkgym_testbed.testbed import Testbed
 
 pytestmark = pytest.mark.testbed

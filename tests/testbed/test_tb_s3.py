@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from botocore.exceptions import ClientError
+
 from coworkgym_testbed.s3 import client
 from coworkgym_testbed.testbed import Testbed
 
