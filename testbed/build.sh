@@ -3,8 +3,9 @@
 # besides the Go module proxy). Each component is cached outside the repository,
 # keyed by its version, and rebuilt only when missing.
 #
-#   testbed/build.sh            # everything
+#   testbed/build.sh            # what the test-bed runs today (DEFAULT below)
 #   testbed/build.sh etcd helm  # only some components
+#   testbed/build.sh kubelet    # not in DEFAULT: no node yet, and it costs minutes
 #
 # Cache: ${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}/<component>-<version>/
 set -euo pipefail
@@ -117,8 +118,9 @@ build_seaweedfs() {
 }
 
 ALL=(etcd k8s helm kubeconform seaweedfs kubelet)
+DEFAULT=(etcd k8s helm kubeconform seaweedfs)
 mkdir -p "$CACHE"
-want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
+want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${DEFAULT[@]}")
 rc=0
 for c in "${want[@]}"; do
   case $c in
