@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -308,8 +310,9 @@ def _cleanup_on_error(tb: Testbed) -> Iterator[None]:
 def _locked(run_dir: Path) -> Iterator[None]:
     """Serialize `up`/`down` on one run dir across processes: without it, a second `up`
     would find a test-bed still starting, call it unhealthy, and stop it."""
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    with (run_dir.parent / f".{run_dir.name}.lock").open("a") as f:
+    # Not inside the run dir (`up` wipes it), nor beside it (that may be a source tree).
+    digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
+    with (Path(tempfile.gettempdir()) / f"coworkgym-testbed-{digest}.lock").open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield  # closing the file releases the lock
 
