@@ -43,7 +43,6 @@ class EnvironmentRun:
     package: EnvironmentPackage | None = None
     location: str | None = None
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    sandbox_seconds: float = 0.0
 
     def record(self) -> dict[str, Any]:
         """The manifest record of a released environment."""
@@ -116,5 +115,4 @@ class LocalLoop:
         run.package = assemble(run.built, run.verifier)
         with tempfile.TemporaryDirectory(prefix="cwg-candidate-") as tmp:
             report = self.detector.check(run.package, run.package.write(Path(tmp) / "pkg"))
-        run.sandbox_seconds += report.seconds.get("execution", 0.0)
         return Executed(report.defects)

@@ -122,20 +122,7 @@ class EnvironmentPackage:
     # ---- persistence ----------------------------------------------------------------
     def write(self, root: Path) -> Path:
         """Write every file (and only those), replacing what a previous write left there."""
-        root.mkdir(parents=True, exist_ok=True)
-        wanted = set(self.files)
-        for existing in [p for p in root.rglob("*") if p.is_file() or p.is_symlink()]:
-            if existing.relative_to(root).as_posix() not in wanted:
-                existing.unlink()
-        for rel, content in sorted(self.files.items()):
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            path.chmod(0o755 if rel in self.executables else 0o644)
-        for rel, target in self.symlinks.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, root / rel)
-        return root
+        return write_tree(root, self.files, self.executables, self.symlinks)
 
     def digest(self) -> str:
         """sha256 over 'path\\0sha256(content)\\n' lines, like Harbor's, over the whole package."""
@@ -144,6 +131,27 @@ class EnvironmentPackage:
     def harbor_digest(self) -> str:
         """The digest Harbor itself computes (its packaged file set only)."""
         return content_digest({k: v for k, v in self.files.items() if in_harbor_package(k)})
+
+
+def write_tree(
+    root: Path,
+    files: dict[str, bytes],
+    executables: set[str] | frozenset[str] = frozenset(),
+    symlinks: dict[str, str] | None = None,
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for existing in [p for p in root.rglob("*") if p.is_file() or p.is_symlink()]:
+        if existing.relative_to(root).as_posix() not in files:
+            existing.unlink()
+    for rel, content in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(0o755 if rel in executables else 0o644)
+    for rel, target in (symlinks or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, root / rel)
+    return root
 
 
 def content_digest(files: dict[str, bytes]) -> str:

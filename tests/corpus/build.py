@@ -10,7 +10,6 @@ one hole a real generator (or a real Harbor dataset) can have.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tomllib
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from pathlib import Path
 import tomli_w
 
 from coworkgym.detector.defects import DefectCode
-from coworkgym.package.package import EnvironmentPackage
+from coworkgym.package.package import EnvironmentPackage, write_tree
 from tests.support.builders import good_package
 
 Files = dict[str, bytes]
@@ -33,16 +32,7 @@ class RawPackage:
     symlinks: dict[str, str] = field(default_factory=dict)
 
     def write(self, root: Path) -> Path:
-        root.mkdir(parents=True, exist_ok=True)
-        for rel, content in self.files.items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            path.chmod(0o755 if rel in self.executables else 0o644)
-        for rel, target in self.symlinks.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, root / rel)
-        return root
+        return write_tree(root, self.files, self.executables, self.symlinks)
 
 
 def raw(pkg: EnvironmentPackage) -> RawPackage:
