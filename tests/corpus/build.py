@@ -419,6 +419,9 @@ def build(root: Path) -> list[tuple[Case, Path]]:
 
 
 if __name__ == "__main__":
+    from coworkgym.logs import configure_logging
+
+    configure_logging()
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "out/corpus")
     for case, path in build(target):
         label = f"{case.code} ({case.owner})" if case.code else "good"
