@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from .base import FamilyDraft, FamilyParams, TaskFamily
+from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
 from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
 from .weather_report import WeatherReport
 
 FAMILIES: dict[str, TaskFamily] = {
-    f.name: f for f in (WeatherReport(), MeetingNotes(), LedgerReconciliation(), FolderOrganize())
+    f.name: f
+    for f in (
+        WeatherReport(),
+        MeetingNotes(),
+        LedgerReconciliation(),
+        FolderOrganize(),
+        FixFailingFunction(),
+    )
 }
 
 
