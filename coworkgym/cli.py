@@ -117,8 +117,21 @@ def synth(
     ] = 0.0,
     max_iterations: Annotated[int, typer.Option(help="revise budget per environment")] = 3,
     no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+    backend: Annotated[
+        str, typer.Option(help="role backend: procedural, or llm (see docs/llm-backend.md)")
+    ] = "procedural",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (llm)")] = None,
+    model: Annotated[str | None, typer.Option(help="model name for every LLM role")] = None,
+    builder_model: Annotated[str | None, typer.Option(help="Builder's model")] = None,
+    builder_base_url: Annotated[str | None, typer.Option(help="Builder's endpoint")] = None,
+    verifier_model: Annotated[str | None, typer.Option(help="Verifier Constructor's model")] = None,
+    verifier_base_url: Annotated[
+        str | None, typer.Option(help="Verifier Constructor's endpoint")
+    ] = None,
+    llm_review: Annotated[bool, typer.Option(help="add the Issue Detector's LLM review")] = False,
 ) -> None:
-    """Synthesize verified environments on this machine (no cluster, no model needed)."""
+    """Synthesize verified environments on this machine (no cluster; a model only with
+    --backend llm)."""
     from .spec import load_specs
     from .synth import Campaign, sampled_specs
 
@@ -127,9 +140,28 @@ def synth(
         named += sampled_specs(count, seed=seed, max_turns=max_turns)
     if not named:
         raise typer.BadParameter("give spec files/folders, or --count N", param_hint="SPECS")
+    if backend not in ("procedural", "llm"):
+        raise typer.BadParameter("use 'procedural' or 'llm'", param_hint="--backend")
     for n in named:
         n.spec.fault_injection.probability = fault_injection or n.spec.fault_injection.probability
         n.spec.budget.max_iterations = max_iterations
+        if backend == "llm":
+            from pydantic import ValidationError
+
+            from .roles.llm import configure_llm_backends
+
+            overrides = {
+                "builder": {"model": builder_model, "base_url": builder_base_url},
+                "verifier": {"model": verifier_model, "base_url": verifier_base_url},
+            }
+            try:
+                configure_llm_backends(
+                    n.spec, base_url=base_url, model=model, roles=overrides, review=llm_review
+                )
+            except ValidationError as exc:
+                raise typer.BadParameter(
+                    "--backend llm needs --base-url and --model (or per-role overrides)"
+                ) from exc
     campaign = Campaign(out_target, workers=workers, harbor_lint=not no_harbor_lint)
     outcomes = campaign.run(named, console)
     for table in campaign.summary():

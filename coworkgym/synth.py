@@ -42,24 +42,19 @@ class Outcome:
 
 def run_one(name: str, spec_wire: dict[str, Any], target: str, harbor_lint: bool) -> Outcome:
     """Worker entry point (a separate process): run one environment through the loop."""
-    from .detector import IssueDetector
     from .logs import configure_logging
     from .loop.local import LocalLoop
     from .release import publisher_for
-    from .roles.procedural import ProceduralBuilder, ProceduralVerifierConstructor
+    from .roles.llm import role_backends
     from .runtime.local import LocalRuntime
 
     configure_logging()
     spec = EnvironmentSpec.model_validate(spec_wire)
     runtime = LocalRuntime()
-    builder, constructor = ProceduralBuilder(runtime), ProceduralVerifierConstructor()
-    loop = LocalLoop(
-        builder,
-        constructor,
-        IssueDetector(runtime, run_harbor_lint=harbor_lint),
-        publisher_for(target),
-    )
-    run = loop.run(name, spec)
+    # procedural or LLM roles, as spec.backends asks (LLM roles share one gateway per run)
+    with role_backends(name, spec, runtime, harbor_lint=harbor_lint) as roles:
+        loop = LocalLoop(roles.builder, roles.constructor, roles.detector, publisher_for(target))
+        run = loop.run(name, spec)
     rounds = [
         [
             {"code": str(d.code), "owner": str(d.owner), "severity": str(d.severity)}
@@ -74,9 +69,7 @@ def run_one(name: str, spec_wire: dict[str, Any], target: str, harbor_lint: bool
         rounds=rounds,
         stage_seconds=dict(run.stage_seconds),
         sandbox_seconds=runtime.sandbox_seconds,
-        injected=[
-            str(f) for f in builder.history.get(name, []) + constructor.history.get(name, [])
-        ],
+        injected=roles.injected(name),
         location=run.location,
         message=run.status.message,
     )

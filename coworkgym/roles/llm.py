@@ -23,13 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..detector import IssueDetector
 from ..llm import prompts
-from ..llm.agent import Agent
 from ..llm.layout import LayoutError, export_builder, export_verifier, load_builder, load_verifier
-from ..llm.session import LLMSession
 from ..llm.settings import LLMSettings
 from ..llm.tools import Args, RoleMounts, Tool, ToolBox, ToolResult, standard_tools
 from ..package.assemble import BuilderOutput, VerifierOutput, assemble
@@ -39,6 +37,9 @@ from ..sandbox import Mount, Sandbox
 from ..spec import EnvironmentSpec, RoleBackend
 from .base import Builder, RoleError, RoleRequest, VerifierConstructor
 from .procedural import ProceduralBuilder, ProceduralVerifierConstructor
+
+if TYPE_CHECKING:  # the openai client is the `llm` extra: procedural-only installs lack it
+    from ..llm.session import LLMSession
 
 WORKDIR = "/app"  # where the package's workspace lives (templates.WORKDIR)
 
@@ -91,6 +92,8 @@ class _Role:
         system: str,
         task: str,
     ) -> None:
+        from ..llm.agent import Agent  # needs the `llm` extra (openai)
+
         tools = ToolBox.of([*standard_tools(mounts, self.sandbox), *extra])
         agent = Agent(
             self.session.client(request.name, self.role),
@@ -320,6 +323,8 @@ def role_backends(
     settings = llm_settings(spec)
     owned = session is None and bool(settings)
     if owned:
+        from ..llm.session import LLMSession  # needs the `llm` extra (openai)
+
         session = LLMSession.start(settings, stage_timeout_s=spec.budget.stage_timeout_seconds)
     try:
         builder: Builder = ProceduralBuilder(runtime)
