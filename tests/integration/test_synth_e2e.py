@@ -14,7 +14,7 @@ from coworkgym.roles.faults import REVEALED_BY
 from coworkgym.spec import NamedSpec
 from coworkgym.synth import Campaign, sampled_specs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 COUNT = 30
 
 
