@@ -81,13 +81,14 @@ class LLMReviewer:
                 Tool("report_defect", "Report one defect with evidence.", ReportArgs, report),
                 Tool("finish", "End the review.", FinishArgs, finish),
             ]
-            agent = Agent(
-                self.session.client(self.environment, ROLE),
-                ToolBox.of(tools),
-                self.session.agent_config(ROLE),
-                name=f"{ROLE}/{self.environment}",
-            )
-            agent.run(prompts.review_system(), prompts.review_task(pkg.name))
+            with self.session.client(self.environment, ROLE) as client:
+                agent = Agent(
+                    client,
+                    ToolBox.of(tools),
+                    self.session.agent_config(ROLE),
+                    name=f"{ROLE}/{self.environment}",
+                )
+                agent.run(prompts.review_system(), prompts.review_task(pkg.name))
         return found
 
 

@@ -95,13 +95,14 @@ class _Role:
         from ..llm.agent import Agent  # needs the `llm` extra (openai)
 
         tools = ToolBox.of([*standard_tools(mounts, self.sandbox), *extra])
-        agent = Agent(
-            self.session.client(request.name, self.role),
-            tools,
-            self.session.agent_config(self.role),
-            name=f"{self.role}/{request.name}",
-        )
-        self.last_turns = agent.run(system, task).turns
+        with self.session.client(request.name, self.role) as client:
+            agent = Agent(
+                client,
+                tools,
+                self.session.agent_config(self.role),
+                name=f"{self.role}/{request.name}",
+            )
+            self.last_turns = agent.run(system, task).turns
 
 
 class LLMBuilder(_Role):
