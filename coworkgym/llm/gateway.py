@@ -163,6 +163,7 @@ class Gateway:
         self.port = tcp.server_address[1]
         self._serve(tcp)
         if self.unix_socket is not None:
+            self.unix_socket.parent.mkdir(parents=True, exist_ok=True)
             self.unix_socket.unlink(missing_ok=True)
             unix = _UnixServer(str(self.unix_socket), self)
             # a sandbox runs as an unprivileged uid: it must be able to connect()
@@ -186,6 +187,7 @@ class Gateway:
         self._servers, self._threads = [], []
         self._upstream.close()
         if self.unix_socket is not None:
+            self.unix_socket.parent.mkdir(parents=True, exist_ok=True)
             self.unix_socket.unlink(missing_ok=True)
 
     def __enter__(self) -> Gateway:

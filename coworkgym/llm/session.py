@@ -15,7 +15,7 @@ import openai
 
 from .agent import AgentConfig
 from .gateway import Gateway, Route
-from .settings import LLMSettings, env_float, env_int
+from .settings import LLMSettings, env_float, env_int, take_api_key
 
 TOKEN_BUDGET_ENV = "COWORKGYM_LLM_TOKEN_BUDGET"  # tokens per environment, all roles together
 RATE_ENV = "COWORKGYM_LLM_REQUESTS_PER_MINUTE"
@@ -45,7 +45,7 @@ class LLMSession:
 
     def route(self, role: str) -> Route:
         s = self._settings(role)
-        return Route(base_url=s.base_url, model=s.model, api_key=s.api_key())
+        return Route(base_url=s.base_url, model=s.model, api_key=take_api_key(s))
 
     def client(self, environment: str, role: str) -> openai.OpenAI:
         s = self._settings(role)

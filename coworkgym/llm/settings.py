@@ -42,14 +42,38 @@ class LLMSettings:
             api_key_env=backend.api_key_secret,
         )
 
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        return (self.api_key_env,) if self.api_key_env else KEY_VARIABLES
+
     def api_key(self, environ: Mapping[str, str] | None = None) -> str:
         env = os.environ if environ is None else environ
-        names = (self.api_key_env,) if self.api_key_env else KEY_VARIABLES
-        for name in names:
-            value = env.get(name or "")
+        for name in self.key_variables:
+            value = env.get(name)
             if value:
                 return value
         return NO_KEY
+
+
+_TAKEN: dict[str, str] = {}  # keys moved out of os.environ, by variable name
+
+
+def take_api_key(settings: LLMSettings) -> str:
+    """The upstream key, moved out of this process's environment on first use.
+
+    Every child process inherits the environment: bubblewrap itself, before it clears the
+    sandboxed command's. As root, the sandbox's uid cannot read bubblewrap's
+    /proc/1/environ; with an unprivileged user namespace it could. So the key does not stay
+    in the environment at all: the gateway (this process) keeps it in memory only.
+    """
+    for name in settings.key_variables:
+        value = os.environ.pop(name, None)
+        if value:
+            _TAKEN[name] = value
+            return value
+        if name in _TAKEN:
+            return _TAKEN[name]
+    return NO_KEY
 
 
 def env_int(name: str, default: int) -> int:
