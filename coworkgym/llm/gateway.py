@@ -173,7 +173,9 @@ class Gateway:
         return self
 
     def _serve(self, server: socketserver.BaseServer) -> None:
-        thread = threading.Thread(target=server.serve_forever, name="llm-gateway", daemon=True)
+        thread = threading.Thread(
+            target=server.serve_forever, args=(0.1,), name="llm-gateway", daemon=True
+        )
         thread.start()
         self._servers.append(server)
         self._threads.append(thread)
