@@ -7,6 +7,7 @@ from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
 from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
+from .report_figures import ReportFigures
 from .weather_report import WeatherReport
 
 FAMILIES: dict[str, TaskFamily] = {
@@ -17,6 +18,7 @@ FAMILIES: dict[str, TaskFamily] = {
         LedgerReconciliation(),
         FolderOrganize(),
         FixFailingFunction(),
+        ReportFigures(),
     )
 }
 

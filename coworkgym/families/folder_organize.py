@@ -18,6 +18,7 @@ organized) or change the scheme: weather files get a month level.
 from __future__ import annotations
 
 import calendar
+import functools
 import hashlib
 import json
 import random
@@ -461,20 +462,22 @@ def _batches(built: BuilderOutput) -> list[dict[str, bytes]]:
 # ---- generating the inbox -------------------------------------------------------------------
 
 
+@functools.cache
+def _rows(name: str) -> tuple[dict[str, str], ...]:
+    """A bundled table, parsed once (every inbox file reads one of four tables)."""
+    return tuple(read_csv_resource(name))
+
+
 def _pool() -> list[tuple[str, str]]:
     """(kind, period) pairs the bundled data can fill."""
     keys: list[tuple[str, str]] = []
-    weather = sorted(
-        {r["date"].replace("/", "-")[:7] for r in read_csv_resource("data/seattle-weather.csv")}
-    )
+    weather = sorted({r["date"].replace("/", "-")[:7] for r in _rows("data/seattle-weather.csv")})
     keys += [("weather", m) for m in weather]
-    stocks = sorted(
-        {(r["symbol"], r["date"].split()[-1]) for r in read_csv_resource("data/stocks.csv")}
-    )
+    stocks = sorted({(r["symbol"], r["date"].split()[-1]) for r in _rows("data/stocks.csv")})
     keys += [("markets", f"{s}:{y}") for s, y in stocks]
-    jobs = sorted({r["month"][:7] for r in read_csv_resource("data/us-employment.csv")})
+    jobs = sorted({r["month"][:7] for r in _rows("data/us-employment.csv")})
     keys += [("labor", m) for m in jobs]
-    power = sorted({r["year"][:4] for r in read_csv_resource("data/iowa-electricity.csv")})
+    power = sorted({r["year"][:4] for r in _rows("data/iowa-electricity.csv")})
     keys += [("energy", y) for y in power]
     return keys
 
@@ -485,7 +488,7 @@ def _item(key: tuple[str, str], rng: random.Random, difficulty: str) -> Item:
     if kind == "weather":
         rows = [
             {**r, "date": r["date"].replace("/", "-")}
-            for r in read_csv_resource("data/seattle-weather.csv")
+            for r in _rows("data/seattle-weather.csv")
             if r["date"].replace("/", "-").startswith(period)
         ]
         start = rng.randint(0, len(rows) - 10)
@@ -506,7 +509,7 @@ def _item(key: tuple[str, str], rng: random.Random, difficulty: str) -> Item:
         symbol, year = period.split(":")
         rows = [
             r
-            for r in read_csv_resource("data/stocks.csv")
+            for r in _rows("data/stocks.csv")
             if r["symbol"] == symbol and r["date"].endswith(year)
         ]
         name = rng.choice(
@@ -516,9 +519,7 @@ def _item(key: tuple[str, str], rng: random.Random, difficulty: str) -> Item:
         )
         return Item(f"inbox/{name}", write_csv(_objects(rows), ["symbol", "date", "price"]))
     if kind == "labor":
-        row = next(
-            r for r in read_csv_resource("data/us-employment.csv") if r["month"].startswith(period)
-        )
+        row = next(r for r in _rows("data/us-employment.csv") if r["month"].startswith(period))
         year, month = period.split("-")
         label = f"{calendar.month_name[int(month)]} {year}"
         text = (
@@ -536,7 +537,7 @@ def _item(key: tuple[str, str], rng: random.Random, difficulty: str) -> Item:
         return Item(f"inbox/{name}", text.encode())
     rows = [
         {"source": r["source"], "net_generation": r["net_generation"]}
-        for r in read_csv_resource("data/iowa-electricity.csv")
+        for r in _rows("data/iowa-electricity.csv")
         if r["year"].startswith(period)
     ]
     name = rng.choice(
