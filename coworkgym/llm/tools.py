@@ -2,10 +2,10 @@
 
 ``shell`` runs in the role's sandbox (bubblewrap locally: no network, only the role's
 mounts, an unprivileged uid). The file tools run in this process for speed, but every path
-goes through ``RoleMounts.resolve``: it must fall under one of the role's mount targets,
-writes need a writable mount, and the resolved host path (symlinks followed) must stay
-inside that mount's source — a symlink planted by a shell command cannot lead a file tool
-out of the sandbox's view.
+goes through ``RoleMounts.resolve``, which resolves it — symlinks included — exactly as the
+sandbox would see it: it must end under one of the role's mount targets, and writes need a
+writable mount. A symlink planted by a shell command (``ln -s /etc x``) therefore leads a
+file tool nowhere the sandbox itself could not go.
 
 A tool's arguments are a pydantic model: its JSON schema is what the model sees, and a call
 whose arguments do not validate is answered with the validation error (the model fixes its
@@ -43,33 +43,72 @@ class ToolResult:
 
 
 # ---- where a role may read and write ------------------------------------------------------
+MAX_SYMLINKS = 40  # like the kernel's limit on links followed in one lookup
+
+
 @dataclass(frozen=True)
 class RoleMounts:
     mounts: tuple[Mount, ...]
     cwd: str  # where shell commands start and relative paths resolve
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
+        """The host path behind a sandbox path. Symlinks are followed the way the sandbox
+        sees them (an absolute target is a *sandbox* path), so a link made by a shell
+        command means the same to the file tools, and none can lead outside the mounts."""
         if not path or "\0" in path:
             raise ToolError("give a non-empty path")
-        absolute = posixpath.normpath(posixpath.join(self.cwd, path))
+        start = posixpath.join(self.cwd, path)
+        resolved, followed = self._follow(start)
+        found = self._mount_of(resolved)
+        if found is None:
+            roots = ", ".join(m.target for m in self.mounts)
+            if followed:
+                raise ToolError(
+                    f"{posixpath.normpath(start)} leads outside this role's directories "
+                    f"(through a symlink; {roots})"
+                )
+            raise ToolError(f"{resolved} is outside this role's directories ({roots})")
+        mount, host = found
+        if write and not mount.writable:
+            raise ToolError(f"{resolved} is read-only for this role")
+        return host
+
+    def _follow(self, start: str) -> tuple[str, bool]:
+        """Resolve ``start`` component by component in sandbox-path space."""
+        pending = [p for p in start.split("/") if p]
+        resolved, hops = "/", 0
+        while pending:
+            part = pending.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                resolved = posixpath.dirname(resolved)
+                continue
+            candidate = posixpath.join(resolved, part)
+            found = self._mount_of(candidate)
+            if found is not None and found[1].is_symlink():
+                hops += 1
+                if hops > MAX_SYMLINKS:
+                    raise ToolError(f"{start}: too many levels of symbolic links")
+                target = os.readlink(found[1])
+                pending = [p for p in target.split("/") if p] + pending
+                if target.startswith("/"):
+                    resolved = "/"
+                continue
+            resolved = candidate
+        return resolved, hops > 0
+
+    def _mount_of(self, sandbox_path: str) -> tuple[Mount, Path] | None:
         for mount in sorted(self.mounts, key=lambda m: -len(m.target)):
             target = mount.target.rstrip("/")
-            if absolute != target and not absolute.startswith(target + "/"):
-                continue
-            if write and not mount.writable:
-                raise ToolError(f"{absolute} is read-only for this role")
-            host = mount.source / absolute[len(target) :].lstrip("/")
-            real, root = os.path.realpath(host), os.path.realpath(mount.source)
-            if real != root and not real.startswith(root + os.sep):
-                raise ToolError(f"{absolute} leads outside {target} (through a symlink)")
-            return Path(real)
-        roots = ", ".join(m.target for m in self.mounts)
-        raise ToolError(f"{absolute} is outside this role's directories ({roots})")
+            if sandbox_path == target or sandbox_path.startswith(target + "/"):
+                return mount, mount.source / sandbox_path[len(target) :].lstrip("/")
+        return None
 
     def shown(self, host: Path) -> str:
         """The sandbox path of a host path under one of the mounts."""
-        for mount in self.mounts:
-            root = Path(os.path.realpath(mount.source))
+        for mount in sorted(self.mounts, key=lambda m: -len(str(m.source))):
+            root = mount.source
             if host == root or root in host.parents:
                 rel = host.relative_to(root).as_posix()
                 return mount.target if rel == "." else f"{mount.target.rstrip('/')}/{rel}"

@@ -94,7 +94,7 @@ def test_malformed_and_failing_tool_calls_are_answered_not_fatal(
         "/etc/passwd is outside this role's directories",
         "/ro/planted.txt is read-only for this role",
         "etc_link",  # the shell made the symlink …
-        "/work/etc_link/passwd leads outside /work (through a symlink)",  # … it leads nowhere
+        "/work/etc_link/passwd leads outside this role's directories (through a symlink",
         "/work/missing.md is not a file; create it with write_file",
         "exit 3",
         "wrote 6 bytes to /work/notes.md",
