@@ -117,14 +117,12 @@ class Reply:
 
     @classmethod
     def error(cls, status: int, code: str, message: str, **headers: str) -> Reply:
+        """An OpenAI-style error; ``retry_after_ms="5"`` becomes header ``retry-after-ms``."""
         payload = {"error": {"message": message, "type": code, "code": code}}
-        return cls(
-            status, json.dumps(payload).encode(), {"content-type": "application/json"}
-        )._with(headers)
-
-    def _with(self, headers: Mapping[str, str]) -> Reply:
         extra = {k.replace("_", "-"): v for k, v in headers.items()}
-        return Reply(self.status, self.body, {**self.headers, **extra})
+        return cls(
+            status, json.dumps(payload).encode(), {"content-type": "application/json", **extra}
+        )
 
 
 class Gateway:

@@ -2,9 +2,11 @@
 
 Each role gets a system prompt (what the role is, its rules, its directory layout) and a
 task message (this environment's spec, and on a revision the defects routed to it with
-their evidence). The rules restate ``docs``/DESIGN: the Builder grounds its reference
-solution by executing it and leaves s0 untouched; the Verifier Constructor maps every
-requirement to a check; the Issue Detector's review reports evidence and repairs nothing.
+their evidence). The rules restate the design's role contracts: the Builder grounds its
+reference solution by executing it and leaves s0 untouched; the Verifier Constructor maps
+every requirement to a check; the Issue Detector's review reports evidence and repairs
+nothing. The first line of each system prompt names the role (log readers and the scripted
+test server rely on it).
 """
 
 from __future__ import annotations

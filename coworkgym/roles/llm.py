@@ -71,8 +71,6 @@ class _Role:
         self.session = session
         self._runtime = runtime
         self._sandbox = sandbox
-        self.history: dict[str, list[str]] = {}  # no deliberate faults (procedural-only)
-        self.last_turns = 0
 
     @property
     def runtime(self) -> LocalRuntime:
@@ -102,7 +100,7 @@ class _Role:
                 self.session.agent_config(self.role),
                 name=f"{self.role}/{request.name}",
             )
-            self.last_turns = agent.run(system, task).turns
+            agent.run(system, task)
 
 
 class LLMBuilder(_Role):

@@ -20,6 +20,7 @@ from coworkgym.llm.layout import (
     load_verifier,
 )
 from coworkgym.llm.settings import NO_KEY, LLMSettings, take_api_key
+from coworkgym.roles.base import RoleRequest
 from coworkgym.roles.llm import configure_llm_backends, llm_settings, role_backends, untouched
 from coworkgym.runtime.local import LocalRuntime
 from coworkgym.spec import RoleBackend
@@ -194,10 +195,13 @@ def test_llm_backends_from_the_command_line_options() -> None:
         LLMSettings.from_backend(RoleBackend())
 
 
-def test_procedural_specs_start_no_gateway() -> None:
-    with role_backends("env", environment_spec(), LocalRuntime()) as roles:
+def test_procedural_specs_start_no_gateway_and_report_their_injected_faults() -> None:
+    spec = environment_spec(faultInjection={"probability": 1.0, "kinds": ["leak"]})
+    with role_backends("env", spec, LocalRuntime()) as roles:
         assert roles.session is None
         assert type(roles.builder).__name__ == "ProceduralBuilder"
+        roles.builder.build(RoleRequest("env", spec, 0), None)
+        assert roles.injected("env") == ["leak"]
 
 
 # ---- fixtures ---------------------------------------------------------------------------
