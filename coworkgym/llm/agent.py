@@ -205,3 +205,6 @@ def _assistant(message: Any, calls: list[Any], turn: int) -> dict[str, Any]:
             for index, call in enumerate(calls)
         ]
     return entry
+
+
+__all__ = ["Agent", "AgentConfig", "AgentResult", "AgentUsage"]

@@ -187,7 +187,6 @@ class Gateway:
         self._servers, self._threads = [], []
         self._upstream.close()
         if self.unix_socket is not None:
-            self.unix_socket.parent.mkdir(parents=True, exist_ok=True)
             self.unix_socket.unlink(missing_ok=True)
 
     def __enter__(self) -> Gateway:

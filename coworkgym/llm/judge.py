@@ -326,3 +326,6 @@ def judged_verification(
     return runtime.run_verifier(
         pkg, workspace, workdir, trajectory=trajectory, rubric_scores=scores
     )
+
+
+__all__ = ["Judgement", "RubricJudge", "judged_verification", "parse_verdict", "response_schema"]

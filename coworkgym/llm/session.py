@@ -81,3 +81,6 @@ class LLMSession:
             return self.settings[role]
         except KeyError:
             raise KeyError(f"no LLM backend configured for role {role!r}") from None
+
+
+__all__ = ["LLMSession"]

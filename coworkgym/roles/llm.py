@@ -370,3 +370,15 @@ def configure_llm_backends(
             max_turns=current.max_turns,
         )
         setattr(spec.backends, role, backend)
+
+
+__all__ = [
+    "LLMBuilder",
+    "LLMVerifierConstructor",
+    "Roles",
+    "SelfCheck",
+    "configure_llm_backends",
+    "llm_settings",
+    "role_backends",
+    "untouched",
+]
