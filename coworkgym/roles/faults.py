@@ -19,7 +19,12 @@ BUILDER_FAULTS: tuple[FaultKind, ...] = ("leak",)
 VERIFIER_FAULTS: tuple[FaultKind, ...] = ("permissive_check", "wrong_reference", "missing_red_line")
 
 REVEALED_BY: dict[FaultKind, set[DefectCode]] = {
-    "leak": {DefectCode.LEAK_REFERENCE_OUTPUT, DefectCode.LEAK_EXPECTED_VALUE},
+    # a leaked deliverable can also break the reference solution that expects to create it
+    "leak": {
+        DefectCode.LEAK_REFERENCE_OUTPUT,
+        DefectCode.LEAK_EXPECTED_VALUE,
+        DefectCode.SOLUTION_FAILED,
+    },
     "permissive_check": {
         DefectCode.VERIFIER_PERMISSIVE_CHECK,
         DefectCode.ACCEPTS_CORRUPTED_ARTIFACT,
@@ -42,10 +47,12 @@ def repaired(active: list[FaultKind], feedback_codes: set[DefectCode]) -> list[F
 
 def inject_leak(built: BuilderOutput, reference: dict[str, bytes]) -> BuilderOutput:
     """A reference deliverable left in s0, as if the Builder forgot to restore the workspace."""
-    outputs = [a.path for a in built.artifacts.outputs if a.path in reference]
+    outputs = [a for a in built.artifacts.outputs if a.path in reference]
     if not outputs:
         return built
-    leaked = outputs[0]
+    # a report-like deliverable (what a forgetful Builder would leave behind), not moved files
+    documents = [a for a in outputs if a.format in ("json", "xlsx", "csv", "md", "docx")]
+    leaked = (documents or outputs)[0].path
     return replace(built, workspace={**built.workspace, leaked: reference[leaked]})
 
 

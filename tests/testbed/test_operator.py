@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from coworkgym_operator.metrics import FINISHED, REGISTRY
+from coworkgym_testbed.kopfkit import kopf_runner
 from coworkgym_testbed.testbed import Testbed
 
 pytestmark = pytest.mark.testbed
@@ -40,15 +42,17 @@ def ns(testbed_env: Testbed, crd: None, testbed_namespace: str) -> str:
 
 
 @pytest.fixture
-def operator(ns: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], KopfRunner]:
+def operator(
+    ns: str, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], AbstractContextManager[KopfRunner]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
     from coworkgym_operator.controllers import environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
 
-    def start() -> KopfRunner:
+    def start() -> AbstractContextManager[KopfRunner]:
         args = ["run", "--standalone", "--namespace", ns, "-m", "coworkgym_operator.controllers"]
-        return KopfRunner(args, timeout=120)
+        return kopf_runner(args, timeout=120)
 
     return start
 
@@ -169,7 +173,7 @@ def stage_input(job: Any) -> dict[str, Any]:
 
 
 def test_an_environment_walks_build_execute_release(
-    cluster: Cluster, operator: Callable[[], KopfRunner]
+    cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
     released_before = (
         REGISTRY.get_sample_value("coworkgym_environments_finished_total", {"outcome": "released"})
@@ -267,7 +271,7 @@ def test_an_environment_walks_build_execute_release(
 
 
 def test_defects_are_routed_to_their_owner_and_budget_exhaustion_rejects(
-    cluster: Cluster, operator: Callable[[], KopfRunner]
+    cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
     defect = {
         "code": "VERIFIER_PERMISSIVE_CHECK",
@@ -306,7 +310,7 @@ def test_defects_are_routed_to_their_owner_and_budget_exhaustion_rejects(
 
 
 def test_a_failed_sandbox_job_is_retried_once(
-    cluster: Cluster, operator: Callable[[], KopfRunner]
+    cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
     with operator():
         cluster.apply(manifest("flaky"))
@@ -327,7 +331,7 @@ def test_a_failed_sandbox_job_is_retried_once(
 
 
 def test_operator_restart_mid_stage_duplicates_nothing(
-    cluster: Cluster, operator: Callable[[], KopfRunner]
+    cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
     with operator():
         cluster.apply(manifest("sturdy"))
@@ -342,7 +346,7 @@ def test_operator_restart_mid_stage_duplicates_nothing(
 
 
 def test_deleting_the_environment_removes_every_child(
-    cluster: Cluster, operator: Callable[[], KopfRunner]
+    cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
     with operator():
         cluster.apply(manifest("gone"))
