@@ -46,4 +46,8 @@ class OperatorSettings:
             gateway_labels=gateway,
             gateway_port=int(env.get("COWORKGYM_GATEWAY_PORT", cls.gateway_port)),
             reconcile_interval=float(env.get("COWORKGYM_RECONCILE_INTERVAL", 3.0)),
+            # the chart's `sandbox` values (camelCase JSON), applied where a spec sets none
+            sandbox_defaults=SandboxSettings.model_validate_json(
+                env.get("COWORKGYM_SANDBOX_DEFAULTS") or "{}"
+            ),
         )

@@ -25,9 +25,9 @@ def kube() -> Kube:
         from kubernetes import config
 
         try:
-            config.load_incluster_config()
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
-            config.load_kube_config()
+            config.load_kube_config()  # type: ignore[no-untyped-call]
         _kube = Kube()
     return _kube
 
@@ -39,6 +39,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = 20  # INFO events and above
     settings.watching.server_timeout = 60
+    # we watch one known CRD; scanning for namespaces/CRDs only costs a namespaced operator
+    # (without cluster-wide list rights) a minute of retries at start-up
+    settings.scanning.disabled = True
 
 
 def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
