@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # prometheus: promtool (rule checks/tests). openssl: PKI debugging. The rest are the core
 # library's (sandboxing and office-document fixtures).
-PKGS=(prometheus openssl ca-certificates bubblewrap python3-openpyxl python3-docx python3-jsonschema)
+PKGS=(prometheus openssl ca-certificates bubblewrap python3-openpyxl python3-docx python3-jsonschema python3-pytest)
 
 missing=()
 for p in "${PKGS[@]}"; do
