@@ -155,7 +155,7 @@ class LedgerReconciliation(TaskFamily):
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("ledger")
         ledgers, period = _ledgers(params, rng)
-        s0 = ledgers
+        s0 = ledgers  # the workspace keeps these; `ledgers` moves on with each later turn
         cutoff = _cutoff(reconcile(_bank_csv(ledgers), _books_csv(ledgers)))
         kinds = ["input_replaced", "requirement_changed"]
         rng.shuffle(kinds)
