@@ -65,7 +65,12 @@ class BuilderOutput:
 
     def final_inputs(self) -> dict[str, bytes]:
         """The declared inputs after every user turn: what the deliverables must answer to."""
-        files = {a.path: self.workspace[a.path] for a in self.artifacts.inputs}
+        # an input may first appear in a later turn (a file the user drops in)
+        files = {
+            a.path: self.workspace[a.path]
+            for a in self.artifacts.inputs
+            if a.path in self.workspace
+        }
         for turn in self.turns:
             for update in turn.patch.updates:
                 if update.op == "delete":
