@@ -39,6 +39,7 @@ def plain_run(pkg: EnvironmentPackage, runtime: LocalRuntime, root: Path) -> flo
 
 
 def main() -> None:
+    configure_logging()
     parser = argparse.ArgumentParser()
     parser.add_argument("--with-harbor-lint", action="store_true")
     args = parser.parse_args()

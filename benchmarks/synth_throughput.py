@@ -18,10 +18,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from coworkgym.logs import configure_logging
 from coworkgym.synth import Campaign, sampled_specs
 
 
 def main() -> None:
+    configure_logging()
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
