@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coworkgym.detector import IssueDetector
 from coworkgym.families import FAMILIES
+from coworkgym.logs import configure_logging
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.runtime import LocalRuntime
 from coworkgym.runtime.workspace import materialize
