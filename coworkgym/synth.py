@@ -34,6 +34,7 @@ class Outcome:
     location: str | None = None
     message: str = ""
     skipped: bool = False
+    sandbox_cpu_seconds: float = 0.0
 
     @property
     def found_codes(self) -> set[str]:
@@ -69,6 +70,7 @@ def run_one(name: str, spec_wire: dict[str, Any], target: str, harbor_lint: bool
         rounds=rounds,
         stage_seconds=dict(run.stage_seconds),
         sandbox_seconds=runtime.sandbox_seconds,
+        sandbox_cpu_seconds=runtime.sandbox_cpu_seconds,
         injected=roles.injected(name),
         location=run.location,
         message=run.status.message,
@@ -130,7 +132,9 @@ class Campaign:
                         self.outcomes.append(future.result())
                         progress.update(bar, advance=1, tally=self._tally())
         self.seconds = time.perf_counter() - started
-        self.cpu_seconds = _cpu_seconds() - cpu_before
+        # rusage does not see into the sandboxes; their cgroups measured them
+        sandboxed = sum(o.sandbox_cpu_seconds for o in self.outcomes if not o.skipped)
+        self.cpu_seconds = _cpu_seconds() - cpu_before + sandboxed
         publisher.write_manifest()
         return self.outcomes
 

@@ -47,10 +47,12 @@ class LocalRuntime:
         self.verifier_limits = verifier_limits or Limits(timeout_s=300, memory_mb=2048)
         self.sandbox_seconds = 0.0  # time spent inside sandboxes (for the benchmarks)
         self.sandbox_runs = 0
+        self.sandbox_cpu_seconds = 0.0  # CPU inside sandboxes (not seen by rusage)
 
     def _run(self, *args: Any, **kwargs: Any) -> SandboxResult:
         result = self.sandbox.run(*args, **kwargs)
         self.sandbox_seconds += result.duration_s
+        self.sandbox_cpu_seconds += result.cpu_s or 0.0
         self.sandbox_runs += 1
         return result
 

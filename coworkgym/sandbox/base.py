@@ -37,6 +37,7 @@ class SandboxResult:
     duration_s: float
     timed_out: bool = False
     oom_killed: bool = False
+    cpu_s: float | None = None  # measured by the backend when it can (cgroup accounting)
 
     @property
     def ok(self) -> bool:

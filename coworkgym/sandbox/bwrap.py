@@ -130,6 +130,7 @@ class BubblewrapSandbox:
             out, err = proc.communicate()
         finally:
             oom = cgroup.oom_killed()
+            cpu = cgroup.cpu_seconds()
             cgroup.close()
         result = SandboxResult(
             exit_code=None if timed_out else proc.returncode,
@@ -138,6 +139,7 @@ class BubblewrapSandbox:
             duration_s=time.monotonic() - started,
             timed_out=timed_out,
             oom_killed=oom and not timed_out,
+            cpu_s=cpu,
         )
         log.debug("sandbox run", argv=list(argv)[:3], exit=result.exit_code, s=result.duration_s)
         return result

@@ -27,6 +27,7 @@ class RunCgroup:
         self.dirs: list[Path] = []
         self.memory_dir: Path | None = None
         self.memory_bytes = memory_mb * 1024 * 1024
+        self.cpu_file: Path | None = None
         try:
             self._create(max_pids)
         except OSError as exc:
@@ -51,6 +52,11 @@ class RunCgroup:
             pids.mkdir()
             self.dirs.append(pids)
             (pids / "pids.max").write_text(str(max_pids))
+            cpuacct = CGROUP_ROOT / "cpuacct" / self.name
+            if cpuacct.parent.is_dir():  # CPU time of the whole run, grandchildren included
+                cpuacct.mkdir()
+                self.dirs.append(cpuacct)
+                self.cpu_file = cpuacct / "cpuacct.usage"
         elif (CGROUP_ROOT / "cgroup.controllers").exists():
             unified = CGROUP_ROOT / self.name
             unified.mkdir()
@@ -58,6 +64,7 @@ class RunCgroup:
             (unified / "memory.max").write_text(str(self.memory_bytes))
             (unified / "pids.max").write_text(str(max_pids))
             self.memory_dir = unified
+            self.cpu_file = unified / "cpu.stat"
         else:
             raise OSError("no writable cgroup hierarchy")
 
@@ -79,6 +86,19 @@ class RunCgroup:
                     if key == "oom_kill" and int(count or 0) > 0:
                         return True
         return False
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by every process of the run (rusage misses the sandboxed tree)."""
+        if self.cpu_file is None or not self.cpu_file.exists():
+            return None
+        text = self.cpu_file.read_text()
+        if self.cpu_file.name == "cpuacct.usage":
+            return int(text.strip() or 0) / 1e9
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+        return None
 
     def kill_all(self) -> None:
         for d in self.dirs:
