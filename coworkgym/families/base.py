@@ -70,6 +70,21 @@ class TaskFamily(ABC):
         """Expected values from ``built.final_inputs()`` — never from reference outputs."""
 
 
+NEVER = 99  # a turn index no package reaches: "this requirement never applies"
+
+
+def plan_turns(rng: random.Random, params: FamilyParams, data_kind: str) -> tuple[list[str], int]:
+    """Which later user turns a task gets (in a seeded order), and the turn from which the
+    changed requirement applies (NEVER when no turn changes it)."""
+    kinds = [data_kind, "requirement_changed"]
+    rng.shuffle(kinds)
+    turn_kinds = kinds[: params.turns - 1]
+    changed_from = NEVER
+    if "requirement_changed" in turn_kinds:
+        changed_from = 1 + turn_kinds.index("requirement_changed")
+    return turn_kinds, changed_from
+
+
 def resource_bytes(name: str) -> bytes:
     return resources.files("coworkgym.resources").joinpath(name).read_bytes()
 

@@ -36,7 +36,7 @@ from ..verifier.spec import (
     RubricItem,
     VerifierSpec,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, read_csv_resource, write_csv
+from .base import FamilyDraft, FamilyParams, TaskFamily, plan_turns, read_csv_resource, write_csv
 
 MANIFEST = "manifest.json"
 EXPECTED = "organize_expected.json"  # under tests/
@@ -226,14 +226,7 @@ class FolderOrganize(TaskFamily):
         for original in rng.sample(items, k=copies):
             items.append(Item(_copy_name(original.path, rng, params.difficulty), original.content))
         items.sort(key=lambda i: i.path)
-        kinds = ["input_edited", "requirement_changed"]
-        rng.shuffle(kinds)
-        turn_kinds = kinds[: params.turns - 1]
-        months_from = (
-            1 + turn_kinds.index("requirement_changed")
-            if "requirement_changed" in turn_kinds
-            else 99
-        )
+        turn_kinds, months_from = plan_turns(rng, params, "input_edited")
         turns: list[UserTurn] = []
         dropped: list[Item] = []
         for index, kind in enumerate(turn_kinds, start=1):

@@ -33,7 +33,15 @@ from ..verifier.spec import (
     VerifierSpec,
     XlsxValue,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, parse_csv, read_csv_resource, write_csv
+from .base import (
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    parse_csv,
+    plan_turns,
+    read_csv_resource,
+    write_csv,
+)
 
 BANK, BOOKS = "bank.csv", "books.csv"
 XLSX, JSON = "reconciliation.xlsx", "reconciliation.json"
@@ -157,14 +165,7 @@ class LedgerReconciliation(TaskFamily):
         ledgers, period = _ledgers(params, rng)
         s0 = ledgers  # the workspace keeps these; `ledgers` moves on with each later turn
         cutoff = _cutoff(reconcile(_bank_csv(ledgers), _books_csv(ledgers)))
-        kinds = ["input_replaced", "requirement_changed"]
-        rng.shuffle(kinds)
-        turn_kinds = kinds[: params.turns - 1]
-        stale_from = (
-            1 + turn_kinds.index("requirement_changed")
-            if "requirement_changed" in turn_kinds
-            else 99
-        )
+        turn_kinds, stale_from = plan_turns(rng, params, "input_replaced")
         turns = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "input_replaced":

@@ -34,7 +34,7 @@ from ..verifier.spec import (
     TableColumns,
     VerifierSpec,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, read_csv_resource
+from .base import FamilyDraft, FamilyParams, TaskFamily, plan_turns, read_csv_resource
 
 REPORT = "report/employment-brief.docx"
 CSV, JSON = "figures.csv", "figures.json"
@@ -194,14 +194,7 @@ class ReportFigures(TaskFamily):
         rng = params.rng("figures")
         brief = _brief(params, rng)
         s0 = render_report(brief)
-        kinds = ["input_replaced", "requirement_changed"]
-        rng.shuffle(kinds)
-        turn_kinds = kinds[: params.turns - 1]
-        peak_from = (
-            1 + turn_kinds.index("requirement_changed")
-            if "requirement_changed" in turn_kinds
-            else 99
-        )
+        turn_kinds, peak_from = plan_turns(rng, params, "input_replaced")
         turns = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "input_replaced":

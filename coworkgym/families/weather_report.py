@@ -27,7 +27,15 @@ from ..verifier.spec import (
     ValueRef,
     VerifierSpec,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, parse_csv, read_csv_resource, write_csv
+from .base import (
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    parse_csv,
+    plan_turns,
+    read_csv_resource,
+    write_csv,
+)
 
 DATA = "data/weather.csv"
 COLUMNS = ["date", "precipitation", "temp_max", "temp_min", "wind", "weather"]
@@ -96,14 +104,7 @@ class WeatherReport(TaskFamily):
         first = rng.randint(1, 13 - count)
         wanted = {f"{year}-{m:02d}" for m in range(first, first + count)}
         data = _original(rows, wanted)
-        kinds = ["input_replaced", "requirement_changed"]
-        rng.shuffle(kinds)
-        turn_kinds = kinds[: params.turns - 1]
-        wind_from = (
-            1 + turn_kinds.index("requirement_changed")
-            if "requirement_changed" in turn_kinds
-            else 99
-        )
+        turn_kinds, wind_from = plan_turns(rng, params, "input_replaced")
 
         turns = []
         for index, kind in enumerate(turn_kinds, start=1):
