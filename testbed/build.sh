@@ -5,7 +5,6 @@
 #
 #   testbed/build.sh            # what the test-bed runs today (DEFAULT below)
 #   testbed/build.sh etcd helm  # only some components
-#   testbed/build.sh kubelet    # not in DEFAULT: no node yet, and it costs minutes
 #
 # Cache: ${COWORKGYM_TESTBED_CACHE:-$HOME/.cache/cowork-gym/testbed}/<component>-<version>/
 set -euo pipefail
@@ -118,7 +117,7 @@ build_seaweedfs() {
 }
 
 ALL=(etcd k8s helm kubeconform seaweedfs kubelet)
-DEFAULT=(etcd k8s helm kubeconform seaweedfs)
+DEFAULT=(etcd k8s kubelet helm kubeconform seaweedfs)
 mkdir -p "$CACHE"
 want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${DEFAULT[@]}")
 rc=0

@@ -184,7 +184,7 @@ def stage_job(
     container: Manifest = {
         "name": "role",
         "image": sandbox.image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": settings.image_pull_policy,
         "command": ["python", "-m", "coworkgym.roles.job", stage],
         "env": env_vars,
         "resources": {"requests": resources, "limits": resources},

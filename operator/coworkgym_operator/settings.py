@@ -12,6 +12,8 @@ from coworkgym.spec import SandboxSettings
 class OperatorSettings:
     sandbox_service_account: str = "cowork-gym-sandbox"
     role_image: str = "ghcr.io/cowork-gym/role-sandbox:0.1.0"
+    # Never: images are preloaded on the nodes (air-gapped clusters, the test-bed).
+    image_pull_policy: str = "IfNotPresent"
     storage_class: str | None = None
     volume_size: str = "1Gi"
     s3_secret: str | None = None  # Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
@@ -36,6 +38,7 @@ class OperatorSettings:
         return cls(
             sandbox_service_account=env.get("COWORKGYM_SANDBOX_SA", cls.sandbox_service_account),
             role_image=env.get("COWORKGYM_ROLE_IMAGE", cls.role_image),
+            image_pull_policy=env.get("COWORKGYM_IMAGE_PULL_POLICY", cls.image_pull_policy),
             storage_class=env.get("COWORKGYM_STORAGE_CLASS") or None,
             volume_size=env.get("COWORKGYM_VOLUME_SIZE", cls.volume_size),
             s3_secret=env.get("COWORKGYM_S3_SECRET") or None,

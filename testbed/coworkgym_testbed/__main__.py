@@ -1,6 +1,7 @@
 """python -m coworkgym_testbed up|down|status|env|schemas
 
-up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse a healthy one
+up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse a healthy one;
+         --node adds a node (containerd + kubelet, root only) on which pods really run
 down     stop it (logs stay in the run dir)
 status   one line per component; exit 1 unless all are running and ready
 env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from . import testbed as tb_mod
 from .binaries import MissingBinaryError, which
+from .node import NodeError
 from .schemas import SCHEMA_TEMPLATE, generate
 
 
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up")
-    p_up.add_argument("--timeout", type=float, default=180.0)
+    p_up.add_argument("--timeout", type=float, default=300.0)
+    p_up.add_argument("--node", action="store_true", help="with a node: pods really run")
     sub.add_parser("down")
     sub.add_parser("status")
     sub.add_parser("env")
@@ -55,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "up":
         t0 = time.monotonic()
         try:
-            tb, started = tb_mod.up(args.dir, timeout=args.timeout, say=_say)
-        except (tb_mod.StartupError, MissingBinaryError) as e:
+            tb, started = tb_mod.up(args.dir, timeout=args.timeout, say=_say, node=args.node)
+        except (tb_mod.StartupError, MissingBinaryError, NodeError) as e:
             _say(f"FAILED: {e}")
             return 1
         if started:
@@ -75,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<24} pid {rec.pid:<8} {'running' if alive else 'DEAD':<8} {rec.log}")
         print(f"{'kube-apiserver':<24} {tb.api_url}")
         print(f"{'s3':<24} {tb.s3_endpoint} bucket={tb.s3_bucket}")
+        if tb.node:
+            print(f"{'s3 (from pods)':<24} {tb.s3_node_endpoint}")
         healthy = tb.healthy()
         print("healthy" if healthy else "NOT healthy")
         return 0 if healthy else 1

@@ -134,7 +134,14 @@ class KubeApiServer(Component):
             f"--tls-cert-file={p.serving_cert}",
             f"--tls-private-key-file={p.serving_key}",
             f"--client-ca-file={p.ca_cert}",
-            "--authorization-mode=RBAC",
+            # Node: a kubelet may touch only its own node's objects (with NodeRestriction).
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            # Logs and exec go from the API server to the kubelet, which it verifies.
+            f"--kubelet-client-certificate={p.admin_cert}",
+            f"--kubelet-client-key={p.admin_key}",
+            f"--kubelet-certificate-authority={p.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             # ServiceAccount admission stays on (the default): the controller-manager creates
             # the `default` ServiceAccount each namespace needs for pods.
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -1,6 +1,7 @@
 """A throwaway PKI for one test-bed run: a CA, one loopback serving certificate, an admin
-client certificate in system:masters, a front-proxy client certificate (aggregation layer)
-and the service-account signing key pair.
+client certificate in system:masters, a front-proxy client certificate (aggregation layer),
+the service-account signing key pair, and the node's kubelet certificates (a client one in
+system:nodes, for the Node authorizer, and a serving one for its node address).
 
 EC P-256 keys: generated in milliseconds, and accepted by Kubernetes, Go's TLS, OpenSSL and
 Python's ssl module alike.
@@ -30,6 +31,9 @@ SERVING_DNS = (
 SERVING_IPS = ("127.0.0.1", "10.0.0.1")
 VALIDITY = dt.timedelta(days=30)
 FRONT_PROXY_CN = "front-proxy-client"
+NODE_NAME = "testbed-node"
+# The node's address: the gateway of the pod bridge the test-bed creates (see node.py).
+NODE_IP = "10.244.0.1"
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,22 @@ class Pki:
     @property
     def sa_pub(self) -> Path:
         return self.dir / "sa.pub"
+
+    @property
+    def kubelet_client_cert(self) -> Path:
+        return self.dir / "kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.dir / "kubelet-client.key"
+
+    @property
+    def kubelet_serving_cert(self) -> Path:
+        return self.dir / "kubelet-serving.crt"
+
+    @property
+    def kubelet_serving_key(self) -> Path:
+        return self.dir / "kubelet-serving.key"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -201,6 +221,25 @@ def generate(directory: Path) -> Pki:
     fp, fp_key = _leaf(ca, ca_key, _name(FRONT_PROXY_CN), ExtendedKeyUsageOID.CLIENT_AUTH)
     pki.front_proxy_cert.write_bytes(fp.public_bytes(pem))
     _write_key(pki.front_proxy_key, fp_key)
+
+    # The kubelet: a system:nodes identity (so the Node authorizer limits it to its own node's
+    # objects), and a serving certificate the API server verifies when it calls the kubelet.
+    node, node_key = _leaf(
+        ca,
+        ca_key,
+        _name(f"system:node:{NODE_NAME}", "system:nodes"),
+        ExtendedKeyUsageOID.CLIENT_AUTH,
+    )
+    pki.kubelet_client_cert.write_bytes(node.public_bytes(pem))
+    _write_key(pki.kubelet_client_key, node_key)
+    node_san = x509.SubjectAlternativeName(
+        [x509.DNSName(NODE_NAME), x509.IPAddress(ipaddress.ip_address(NODE_IP))]
+    )
+    kserve, kserve_key = _leaf(
+        ca, ca_key, _name(NODE_NAME), ExtendedKeyUsageOID.SERVER_AUTH, node_san
+    )
+    pki.kubelet_serving_cert.write_bytes(kserve.public_bytes(pem))
+    _write_key(pki.kubelet_serving_key, kserve_key)
 
     sa_key = _key()
     _write_key(pki.sa_key, sa_key)

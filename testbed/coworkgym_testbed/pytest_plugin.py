@@ -4,6 +4,9 @@ Register it in a conftest.py: `pytest_plugins = ["coworkgym_testbed.pytest_plugi
 
 - Tests marked `@pytest.mark.testbed` run only with `--testbed` or COWORKGYM_TESTBED=1;
   otherwise they are skipped, with the reason saying how to enable them.
+- Tests marked `@pytest.mark.node` need pods that really run: they run only when the
+  test-bed has a node (`--testbed-node` or COWORKGYM_TESTBED_NODE=1; root only), and the
+  session's test-bed then starts with one.
 - `testbed` (session): a running `Testbed`. A healthy test-bed already running in
   <rootdir>/.testbed (e.g. from `make testbed-up`) is reused and left running; otherwise
   the session starts its own in a pytest temporary dir and stops it at the end. With
@@ -27,10 +30,15 @@ import pytest
 from .testbed import Testbed, running, up
 
 ENV_FLAG = "COWORKGYM_TESTBED"
+NODE_FLAG = "COWORKGYM_TESTBED_NODE"
 _SESSION_TESTBED = pytest.StashKey[Testbed]()
 SKIP_REASON = (
     "needs the Kubernetes/S3 test-bed: run with --testbed or COWORKGYM_TESTBED=1 "
     "(binaries from testbed/build.sh)"
+)
+NODE_SKIP_REASON = (
+    "needs the test-bed's node (pods that run): --testbed-node or COWORKGYM_TESTBED_NODE=1, "
+    "as root, with `testbed/build.sh kubelet` and `testbed/build-images.sh` done"
 )
 
 
@@ -41,11 +49,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run tests marked `testbed` against the local Kubernetes/S3 test-bed "
         f"(same as {ENV_FLAG}=1)",
     )
+    parser.getgroup("testbed").addoption(
+        "--testbed-node",
+        action="store_true",
+        help=f"give the test-bed a node and run tests marked `node` (same as {NODE_FLAG}=1)",
+    )
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+def node_enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("--testbed-node")) or _flag(NODE_FLAG)
 
 
 def enabled(config: pytest.Config) -> bool:
-    flag = os.environ.get(ENV_FLAG, "").strip().lower() in ("1", "true", "yes")
-    return bool(config.getoption("--testbed")) or flag
+    return bool(config.getoption("--testbed")) or _flag(ENV_FLAG) or node_enabled(config)
 
 
 def _shared_run_dir(config: pytest.Config) -> Path:
@@ -56,16 +76,18 @@ def _shared_run_dir(config: pytest.Config) -> Path:
 def pytest_report_header(config: pytest.Config) -> str:
     if not enabled(config):
         return f"testbed: off (--testbed or {ENV_FLAG}=1)"
-    return f"testbed: on (reused if running in {_shared_run_dir(config)})"
+    node = "with a node" if node_enabled(config) else f"no node ({NODE_FLAG}=1 for one)"
+    return f"testbed: on, {node} (reused if running in {_shared_run_dir(config)})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if enabled(config):
-        return
     skip = pytest.mark.skip(reason=SKIP_REASON)
+    skip_node = pytest.mark.skip(reason=NODE_SKIP_REASON)
     for item in items:
-        if "testbed" in item.keywords:
+        if "testbed" in item.keywords and not enabled(config):
             item.add_marker(skip)
+        elif "node" in item.keywords and not node_enabled(config):
+            item.add_marker(skip_node)
 
 
 @pytest.fixture(scope="session")
@@ -74,16 +96,17 @@ def testbed(
 ) -> Iterator[Testbed]:
     if not enabled(request.config):
         pytest.skip(SKIP_REASON)
+    node = node_enabled(request.config)
     if os.environ.get("COWORKGYM_TESTBED_DIR"):
-        tb, started = up(_shared_run_dir(request.config))
+        tb, started = up(_shared_run_dir(request.config), node=node)
     else:
         reusable = running(_shared_run_dir(request.config))
-        if reusable is not None:
+        if reusable is not None and (reusable.node or not node):
             tb, started = reusable, False
         else:
             # A private run dir (kept by pytest with its other temporary dirs, for the logs):
             # two sessions running at once never stop each other's test-bed.
-            tb, started = up(tmp_path_factory.mktemp("testbed"))
+            tb, started = up(tmp_path_factory.mktemp("testbed"), node=node, timeout=300)
     request.config.stash[_SESSION_TESTBED] = tb
     yield tb
     if started:

@@ -28,6 +28,7 @@ from . import pki as pki_mod
 from . import proc
 from .binaries import which
 from .components import COMPONENTS, LOOPBACK, Cluster, Component, S3Credentials
+from .node import NODE_COMPONENTS, s3_node_endpoint, unmount_below
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -65,6 +66,11 @@ class Testbed:
     processes: dict[str, proc.ProcessRecord] = field(default_factory=dict)
     # Seconds from the start of `up` until each component was ready.
     ready_after: dict[str, float] = field(default_factory=dict)
+    node: bool = False  # with a node (containerd + kubelet): pods really run
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        return COMPONENTS + NODE_COMPONENTS if self.node else COMPONENTS
 
     # ---- what clients need -------------------------------------------------------------
     @property
@@ -119,7 +125,12 @@ class Testbed:
             "AWS_ENDPOINT_URL_S3": self.s3_endpoint,
             # Never let an AWS SDK probe the instance-metadata address for credentials.
             "AWS_EC2_METADATA_DISABLED": "true",
-        }
+        } | ({"COWORKGYM_S3_NODE_ENDPOINT": self.s3_node_endpoint} if self.node else {})
+
+    @property
+    def s3_node_endpoint(self) -> str:
+        """The S3 server as pods on the node reach it."""
+        return s3_node_endpoint(self.cluster)
 
     def kubernetes_client(self) -> Any:
         """A `kubernetes.client.ApiClient` for the admin user (needs the `operator` extra)."""
@@ -188,7 +199,7 @@ class Testbed:
 
     def healthy(self) -> bool:
         """Every component recorded, alive, and ready."""
-        by_name = {c.name: c for c in COMPONENTS}
+        by_name = {c.name: c for c in self.components}
         return set(self.processes) == set(by_name) and all(
             proc.is_running(rec) and by_name[name].ready(self.cluster)
             for name, rec in self.processes.items()
@@ -212,6 +223,7 @@ class Testbed:
             "s3": vars(self.s3_credentials),
             "processes": {n: r.to_json() for n, r in self.processes.items()},
             "ready_after": self.ready_after,
+            "node": self.node,
             # Derived, for shell users and other tools reading the file.
             "kubeconfig": str(self.kubeconfig),
             "api_url": self.api_url,
@@ -235,11 +247,12 @@ class Testbed:
             s3_credentials=S3Credentials(**data["s3"]),
             processes={n: proc.ProcessRecord.from_json(r) for n, r in data["processes"].items()},
             ready_after=data.get("ready_after", {}),
+            node=data.get("node", False),
         )
 
     def stop(self) -> None:
         """Stop the recorded processes, last started first; keep the logs."""
-        by_name = {comp.name: comp for comp in COMPONENTS}
+        by_name = {comp.name: comp for comp in COMPONENTS + NODE_COMPONENTS}
         for name in reversed(list(self.processes)):
             comp = by_name.get(name)
             proc.stop(self.processes[name], timeout=comp.stop_timeout if comp else 20.0)
@@ -266,6 +279,8 @@ def _fresh_run_dir(run_dir: Path) -> None:
         raise StartupError(
             f"{run_dir} is not empty and is not a test-bed directory; refusing to wipe it"
         )
+    if run_dir.exists() and os.geteuid() == 0:
+        unmount_below(run_dir)  # never let rmtree walk into something a node left mounted
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     (run_dir / MARKER).touch()
@@ -327,8 +342,10 @@ def up(
     run_dir: Path | None = None,
     timeout: float = 180.0,
     say: Callable[[str], None] = lambda _msg: None,
+    node: bool = False,
 ) -> tuple[Testbed, bool]:
-    """Start the test-bed in `run_dir`, or reuse a healthy one already running there.
+    """Start the test-bed in `run_dir`, or reuse a healthy one already running there
+    (one without a node is restarted when a node is asked for).
 
     Returns (testbed, started): started is False when an existing one was reused.
     """
@@ -336,21 +353,24 @@ def up(
     with _locked(run_dir):
         existing = Testbed.load(run_dir)
         if existing is not None:
-            if existing.healthy():
+            if existing.healthy() and (existing.node or not node):
                 say(f"reusing the test-bed running in {run_dir}")
                 return existing, False
-            say(f"stopping the remains of an unhealthy test-bed in {run_dir}")
+            why = "it has no node" if existing.healthy() else "it is unhealthy"
+            say(f"stopping the test-bed in {run_dir}: {why}")
             existing.stop()
-        return _start(run_dir, timeout, say), True
+        return _start(run_dir, timeout, say, node), True
 
 
-def _start(run_dir: Path, timeout: float, say: Callable[[str], None]) -> Testbed:
+def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool) -> Testbed:
     t0 = time.monotonic()
     _fresh_run_dir(run_dir)
     pki_mod.generate(run_dir / "pki")
+    components = COMPONENTS + NODE_COMPONENTS if node else COMPONENTS
     tb = Testbed(
         run_dir=run_dir,
-        ports=_free_ports([p for comp in COMPONENTS for p in comp.ports]),
+        node=node,
+        ports=_free_ports([p for comp in components for p in comp.ports]),
         s3_credentials=S3Credentials(
             access_key="tb" + secrets.token_hex(9),
             secret_key=secrets.token_urlsafe(30),
@@ -362,7 +382,7 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None]) -> Testbed
     tb.save()
 
     deadline = t0 + timeout
-    by_name = {comp.name: comp for comp in COMPONENTS}
+    by_name = {comp.name: comp for comp in components}
 
     def wait_ready(comp: Component) -> None:
         if comp.name in tb.ready_after:
@@ -381,13 +401,13 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None]) -> Testbed
         say(f"{comp.name} ready after {tb.ready_after[comp.name]}s")
 
     with _cleanup_on_error(tb):
-        for comp in COMPONENTS:
+        for comp in components:
             for dep in comp.needs:
                 wait_ready(by_name[dep])
             comp.prepare(c)
             tb.processes[comp.name] = proc.spawn(comp.name, comp.argv(c), tb.log_path(comp.name))
             tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
-        for comp in COMPONENTS:
+        for comp in components:
             wait_ready(comp)
     return tb
 

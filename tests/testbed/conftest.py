@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from coworkgym_testbed.testbed import Testbed
+from tests.support.kube import Cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CRD = Path(__file__).resolve().parents[2] / "crds" / "coworkenvironments.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +22,25 @@ def widgets_crd(testbed: Testbed) -> str:
         "wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.cowork.test"
     )
     return "widgets.cowork.test"
+
+
+@pytest.fixture(scope="session")
+def crd(testbed: Testbed) -> None:
+    testbed.kubectl("apply", "-f", str(CRD))
+    testbed.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/coworkenvironments.coworkgym.dev",
+    )
+
+
+@pytest.fixture
+def ns(testbed_env: Testbed, crd: None, testbed_namespace: str) -> str:
+    testbed_env.kubectl("create", "serviceaccount", "cowork-gym-sandbox", "-n", testbed_namespace)
+    return testbed_namespace
+
+
+@pytest.fixture
+def cluster(testbed_env: Testbed, ns: str) -> Iterator[Cluster]:
+    yield Cluster(testbed_env, ns)

@@ -1,44 +1,23 @@
-"""The operator on a real API server + controller-manager. There is no node in this tier, so
-the tests play the kubelet: they mark each stage's pod finished, with the result a real
-stage would write to its termination log, and watch the environment walk the loop."""
+"""The operator on a real API server + controller-manager, with the tests playing the
+kubelet: they mark each stage's pod finished, with the result a real stage would write to its
+termination log, and watch the environment walk the loop. (test_node.py has pods that really
+run; here the pods select a node that does not exist, so a test-bed node leaves them alone.)"""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 import pytest
 from kopf.testing import KopfRunner
 
 from coworkgym_operator.metrics import FINISHED, REGISTRY
 from coworkgym_testbed.kopfkit import kopf_runner
-from coworkgym_testbed.testbed import Testbed
+from tests.support.kube import Cluster, manifest, stage_input
 
 pytestmark = pytest.mark.testbed
-REPO = Path(__file__).resolve().parents[2]
-CRD = REPO / "crds" / "coworkenvironments.yaml"
-
-
-@pytest.fixture(scope="module")
-def crd(testbed: Testbed) -> None:
-    testbed.kubectl("apply", "-f", str(CRD))
-    testbed.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/coworkenvironments.coworkgym.dev",
-    )
-
-
-@pytest.fixture
-def ns(testbed_env: Testbed, crd: None, testbed_namespace: str) -> str:
-    testbed_env.kubectl("create", "serviceaccount", "cowork-gym-sandbox", "-n", testbed_namespace)
-    return testbed_namespace
 
 
 @pytest.fixture
@@ -46,6 +25,10 @@ def operator(
     ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[[], AbstractContextManager[KopfRunner]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
+    monkeypatch.setenv(
+        "COWORKGYM_SANDBOX_DEFAULTS",
+        '{"nodeSelector": {"coworkgym.dev/kubelet": "played-by-test"}}',
+    )
     from coworkgym_operator.controllers import environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
@@ -55,121 +38,6 @@ def operator(
         return kopf_runner(args, timeout=120)
 
     return start
-
-
-def manifest(name: str, **spec: Any) -> str:
-    body = {
-        "apiVersion": "coworkgym.dev/v1alpha1",
-        "kind": "CoworkEnvironment",
-        "metadata": {"name": name},
-        "spec": {
-            "task": {
-                "labels": {
-                    "capabilities": ["data_analysis"],
-                    "scenario": "data_analysis/reporting/periodic_report",
-                },
-                "turns": 2,
-                "seed": 3,
-            },
-            "release": {"uri": "s3://cowork-gym/envs"},
-            **spec,
-        },
-    }
-    return json.dumps(body)
-
-
-class Cluster:
-    def __init__(self, tb: Testbed, ns: str) -> None:
-        self.tb, self.ns = tb, ns
-        self.core = tb.kubernetes_client()  # CoreV1-capable ApiClient
-        from kubernetes import client
-
-        self.v1 = client.CoreV1Api(self.core)
-        self.batch = client.BatchV1Api(self.core)
-        self.custom = client.CustomObjectsApi(self.core)
-
-    def apply(self, text: str) -> None:
-        path = Path(f"/tmp/cwe-{self.ns}.json")
-        path.write_text(text)
-        self.tb.kubectl("apply", "-n", self.ns, "-f", str(path))
-
-    def env(self, name: str) -> dict[str, Any]:
-        got: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            "coworkgym.dev", "v1alpha1", self.ns, "coworkenvironments", name
-        )
-        return got
-
-    def jobs(self) -> list[str]:
-        return sorted(j.metadata.name for j in self.batch.list_namespaced_job(self.ns).items)
-
-    def wait(self, what: Callable[[], Any], timeout: float = 45, message: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = what()
-            if value:
-                return value
-            time.sleep(0.3)
-        raise AssertionError(f"timed out waiting for {message or what}")
-
-    def job(self, name: str) -> Any:
-        return self.wait(
-            lambda: next(
-                (
-                    j
-                    for j in self.batch.list_namespaced_job(self.ns).items
-                    if j.metadata.name == name
-                ),
-                None,
-            ),
-            message=f"job {name}",
-        )
-
-    def finish(self, job: str, result: dict[str, Any], ok: bool = True) -> None:
-        """Play the kubelet: the Job's pod ran and wrote ``result`` to its termination log."""
-        pod = self.wait(
-            lambda: next(
-                iter(self.v1.list_namespaced_pod(self.ns, label_selector=f"job-name={job}").items),
-                None,
-            ),
-            message=f"pod of {job}",
-        )
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        terminated = {
-            "exitCode": 0 if ok else 1,
-            "reason": "Completed" if ok else "Error",
-            "message": json.dumps(result),
-            "startedAt": now,
-            "finishedAt": now,
-        }
-        status = {
-            "status": {
-                "phase": "Succeeded" if ok else "Failed",
-                "containerStatuses": [
-                    {
-                        "name": "role",
-                        "ready": False,
-                        "restartCount": 0,
-                        "image": "role",
-                        "imageID": "",
-                        "state": {"terminated": terminated},
-                    }
-                ],
-            }
-        }
-        self.v1.patch_namespaced_pod_status(pod.metadata.name, self.ns, status)
-
-    def phase(self, name: str) -> str:
-        return str(self.env(name).get("status", {}).get("phase", ""))
-
-
-@pytest.fixture
-def cluster(testbed_env: Testbed, ns: str) -> Iterator[Cluster]:
-    yield Cluster(testbed_env, ns)
-
-
-def stage_input(job: Any) -> dict[str, Any]:
-    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
-    return json.loads(env["COWORKGYM_STAGE_INPUT"])
 
 
 def test_an_environment_walks_build_execute_release(

@@ -1,0 +1,522 @@
+"""The test-bed's node: containerd + runc (Debian) under a kubelet built from the same Go
+modules as the control plane, pods on a CNI bridge.
+
+Everything the node makes outside its run dir is named here, so that teardown removes exactly
+that and nothing else:
+
+- the bridge `cgtb0` with the node address 10.244.0.1/24 (pods get 10.244.0.10-250); the
+  node address is never the machine's own, and
+- two iptables chains that keep pod traffic on the bridge: a pod may reach other pods and the
+  node's relay ports (see relay.py), nothing beyond the machine, and
+- the cgroup `/coworkgym-testbed` in every v1 hierarchy (the kubelet's cgroupRoot: every pod
+  process lives below it, so teardown finds them there rather than by name), and
+- the network namespaces the CRI made for pods (`/run/netns/cni-*` that were not there
+  before).
+
+There is one node per machine (the bridge, the iptables chains and the cgroup are the
+machine's), so a second test-bed with a node refuses to start while one runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .binaries import which
+from .components import LOOPBACK, Cluster, Component, http_ok
+from .pki import NODE_IP, NODE_NAME
+
+BRIDGE = "cgtb0"
+POD_SUBNET = "10.244.0.0/24"
+POD_RANGE = ("10.244.0.10", "10.244.0.250")
+CGROUP_ROOT = "coworkgym-testbed"
+CGROUP_FS = Path("/sys/fs/cgroup")
+FW_INPUT, FW_FORWARD = "COWORKGYM-TB-INPUT", "COWORKGYM-TB-FORWARD"
+PAUSE_IMAGE = "localhost/pause:v1"
+NETNS_DIR = Path("/run/netns")
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    cp = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if check and cp.returncode != 0:
+        raise NodeError(f"{' '.join(argv)} failed ({cp.returncode}): {cp.stderr.strip()}")
+    return cp
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise NodeError(
+            "the test-bed node needs root (containerd, a bridge, iptables, cgroups); "
+            "run `up --node` as root, or start the test-bed without a node"
+        )
+
+
+def containerd_socket(run_dir: Path) -> Path:
+    return run_dir / "containerd" / "containerd.sock"
+
+
+def ctr(run_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    sock = containerd_socket(run_dir)
+    return _run("ctr", f"--address={sock}", "--namespace=k8s.io", *args, check=check)
+
+
+# The machine-wide record of the node that runs now: a crashed run's leftovers are found by
+# it and removed before a new node starts.
+NODE_RECORD = Path("/run/coworkgym-testbed-node.json")
+
+
+def claim_machine(run_dir: Path) -> None:
+    if NODE_RECORD.exists():
+        other = Path(json.loads(NODE_RECORD.read_text())["run_dir"])
+        from .testbed import Testbed
+
+        tb = Testbed.load(other)
+        if tb is not None and tb.node and all(tb.running().values()):
+            raise NodeError(
+                f"a test-bed node already runs on this machine (run dir {other}); there can be "
+                f"only one: `python -m coworkgym_testbed --dir {other} down` first"
+            )
+        teardown(other)
+    elif _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
+        raise NodeError(
+            f"bridge {BRIDGE} exists but no test-bed node is recorded in {NODE_RECORD}; "
+            f"remove it (`ip link delete {BRIDGE}`) if nothing else uses it"
+        )
+    NODE_RECORD.write_text(json.dumps({"run_dir": str(run_dir)}))
+
+
+def teardown(run_dir: Path) -> None:
+    """Remove everything the node made (processes in its cgroups, shims, mounts, network
+    namespaces, cgroups, bridge, firewall). Safe to repeat."""
+    kill_pod_processes()
+    kill_shims(run_dir)
+    unmount_below(run_dir)
+    before_file = run_dir / "containerd" / "netns-before.json"
+    if before_file.exists():
+        before = set(json.loads(before_file.read_text()))
+        for ns in sorted(_netns_now() - before):
+            _run("ip", "netns", "delete", ns, check=False)
+    cgroups_down()
+    network_down(run_dir)
+    if NODE_RECORD.exists() and json.loads(NODE_RECORD.read_text())["run_dir"] == str(run_dir):
+        NODE_RECORD.unlink()
+
+
+# ---- network ------------------------------------------------------------------------------
+def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("iptables", "-w", "5", *args, check=check)
+
+
+def network_up(run_dir: Path, relay_ports: list[int]) -> None:
+    """The bridge with the node address, and the firewall that keeps pods on it."""
+    _run("ip", "link", "add", BRIDGE, "type", "bridge")
+    _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+    _run("ip", "link", "set", BRIDGE, "up")
+    (run_dir / "node-sysctl.json").write_text(
+        json.dumps({"ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()})
+    )
+    # INPUT from pods: only the relay ports on the node address, and replies to what the
+    # node itself opened (the kubelet's probes, tests reaching into pods).
+    _iptables("-N", FW_INPUT)
+    _iptables("-A", FW_INPUT, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
+    for port in relay_ports:
+        _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    _iptables("-A", FW_INPUT, "-j", "DROP")
+    _iptables("-I", "INPUT", "-i", BRIDGE, "-j", FW_INPUT)
+    # FORWARD: pod to pod on the bridge is fine; nothing is routed off it, either way.
+    _iptables("-N", FW_FORWARD)
+    _iptables("-A", FW_FORWARD, "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT")
+    _iptables("-A", FW_FORWARD, "-j", "DROP")
+    _iptables("-I", "FORWARD", "-i", BRIDGE, "-j", FW_FORWARD)
+    _iptables("-I", "FORWARD", "-o", BRIDGE, "-j", FW_FORWARD)
+
+
+def network_down(run_dir: Path) -> None:
+    for chain, hook, flag in (
+        (FW_INPUT, "INPUT", "-i"),
+        (FW_FORWARD, "FORWARD", "-i"),
+        (FW_FORWARD, "FORWARD", "-o"),
+    ):
+        while _iptables("-D", hook, flag, BRIDGE, "-j", chain, check=False).returncode == 0:
+            pass
+    for chain in (FW_INPUT, FW_FORWARD):
+        _iptables("-F", chain, check=False)
+        _iptables("-X", chain, check=False)
+    _run("ip", "link", "delete", BRIDGE, check=False)
+    saved = run_dir / "node-sysctl.json"
+    if saved.exists():
+        # The CNI bridge plugin turns forwarding on; put back what the machine had.
+        Path("/proc/sys/net/ipv4/ip_forward").write_text(
+            json.loads(saved.read_text())["ip_forward"]
+        )
+        saved.unlink()
+
+
+def cni_config() -> dict[str, object]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "coworkgym-testbed",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                # No masquerading and no portmap: no NAT rules, nothing leaves the machine.
+                "ipMasq": False,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [
+                        [
+                            {
+                                "subnet": POD_SUBNET,
+                                "rangeStart": POD_RANGE[0],
+                                "rangeEnd": POD_RANGE[1],
+                                "gateway": NODE_IP,
+                            }
+                        ]
+                    ],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "loopback"},
+        ],
+    }
+
+
+def _netns_now() -> set[str]:
+    return {p.name for p in NETNS_DIR.glob("cni-*")} if NETNS_DIR.is_dir() else set()
+
+
+# ---- cgroups and mounts -------------------------------------------------------------------
+def _hierarchies() -> list[Path]:
+    """The mounted cgroup v1 hierarchies the kubelet uses (cpu, memory, pids, ...)."""
+    return [
+        p
+        for p in sorted(CGROUP_FS.iterdir())
+        if p.is_dir() and (p / "cgroup.procs").exists() and p.name != "unified"
+    ]
+
+
+def cgroups_up() -> None:
+    for h in _hierarchies():
+        root = h / CGROUP_ROOT
+        root.mkdir(exist_ok=True)
+        if h.name == "cpuset":  # a v1 cpuset child starts empty; no task may join it then
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                (root / f).write_text((h / f).read_text())
+
+
+def _cgroup_dirs_deepest_first(h: Path) -> list[Path]:
+    root = h / CGROUP_ROOT
+    if not root.is_dir():
+        return []
+    return [*sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), root]
+
+
+def kill_pod_processes() -> int:
+    """SIGKILL every process left in the node's cgroups (containers, pause). Returns how many."""
+    killed: set[int] = set()
+    for _ in range(20):
+        pids: set[int] = set()
+        for h in _hierarchies():
+            for d in _cgroup_dirs_deepest_first(h):
+                with contextlib.suppress(OSError):
+                    pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+        pids -= {os.getpid()}
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= pids
+        time.sleep(0.2)
+    return len(killed)
+
+
+def cgroups_down() -> None:
+    for h in _hierarchies():
+        for d in _cgroup_dirs_deepest_first(h):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def kill_shims(run_dir: Path) -> None:
+    """containerd's per-pod shims outlive containerd; they are ours when their command line
+    names this run's containerd socket."""
+    sock = str(containerd_socket(run_dir)).encode()
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and sock in argv:
+                os.kill(int(proc_dir.name), signal.SIGKILL)
+
+
+def unmount_below(*roots: Path) -> None:
+    """Unmount what containerd and the kubelet left mounted (rootfs overlays, tmpfs volumes,
+    netns binds), deepest first."""
+    prefixes = tuple(str(r.resolve()) + "/" for r in roots)
+    mounts: list[str] = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point.startswith(prefixes):
+            mounts.append(point)
+    for point in sorted(set(mounts), key=lambda m: -m.count("/")):
+        _run("umount", "-l", point, check=False)
+
+
+# ---- the two processes ----------------------------------------------------------------------
+class Containerd(Component):
+    name = "containerd"
+    ports = ("containerd-stream",)
+    stop_timeout = 10.0
+
+    def dir(self, c: Cluster) -> Path:
+        return c.run_dir / "containerd"
+
+    def prepare(self, c: Cluster) -> None:
+        require_root()
+        claim_machine(c.run_dir)
+        d = self.dir(c)
+        (d / "cni").mkdir(parents=True, exist_ok=True)
+        (d / "cni" / "10-coworkgym-testbed.conflist").write_text(json.dumps(cni_config(), indent=2))
+        (d / "netns-before.json").write_text(json.dumps(sorted(_netns_now())))
+        cgroups_up()
+        network_up(c.run_dir, [c.ports[p] for p in ("s3-node-relay",) if p in c.ports])
+        (d / "config.toml").write_text(
+            f"""version = 2
+root = "{d / "root"}"
+state = "{d / "state"}"
+# Snapshotters that cannot work here only log errors at start.
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{containerd_socket(c.run_dir)}"
+[ttrpc]
+  address = "{d / "containerd.ttrpc.sock"}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  # Nothing can be pulled: the pause image is imported from the test-bed's image cache.
+  sandbox_image = "{PAUSE_IMAGE}"
+  # This machine withholds CAP_SYS_RESOURCE: runc could not set the kubelet's -998.
+  restrict_oom_score_adj = true
+  stream_server_address = "{LOOPBACK}"
+  stream_server_port = "{c.ports["containerd-stream"]}"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{d / "cni"}"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+"""
+        )
+
+    def argv(self, c: Cluster) -> list[str]:
+        return ["containerd", f"--config={self.dir(c) / 'config.toml'}", "--log-level=warn"]
+
+    def ready(self, c: Cluster) -> bool:
+        if not containerd_socket(c.run_dir).exists():
+            return False
+        return ctr(c.run_dir, "version", check=False).returncode == 0
+
+    def cleanup(self, c: Cluster) -> None:
+        teardown(c.run_dir)
+
+
+class Kubelet(Component):
+    name = "kubelet"
+    needs = ("kube-apiserver", "containerd")
+    ports = ("kubelet", "kubelet-healthz")
+    stop_timeout = 15.0
+
+    def dir(self, c: Cluster) -> Path:
+        return c.run_dir / "kubelet"
+
+    def prepare(self, c: Cluster) -> None:
+        from . import images
+
+        images.import_into(containerd_socket(c.run_dir))
+        d = self.dir(c)
+        d.mkdir(parents=True, exist_ok=True)
+        p = c.pki
+        (d / "kubeconfig").write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "testbed",
+                            "cluster": {
+                                "server": c.api_url,
+                                "certificate-authority": str(p.ca_cert),
+                            },
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "node",
+                            "user": {
+                                "client-certificate": str(p.kubelet_client_cert),
+                                "client-key": str(p.kubelet_client_key),
+                            },
+                        }
+                    ],
+                    "contexts": [
+                        {"name": "node", "context": {"cluster": "testbed", "user": "node"}}
+                    ],
+                    "current-context": "node",
+                }
+            )
+        )
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": NODE_IP,
+            "port": c.ports["kubelet"],
+            "readOnlyPort": 0,
+            "healthzBindAddress": LOOPBACK,
+            "healthzPort": c.ports["kubelet-healthz"],
+            "tlsCertFile": str(p.kubelet_serving_cert),
+            "tlsPrivateKeyFile": str(p.kubelet_serving_key),
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(p.ca_cert)},
+            },
+            "authorization": {"mode": "Webhook"},
+            "containerRuntimeEndpoint": f"unix://{containerd_socket(c.run_dir)}",
+            # No systemd here: cgroupfs, below a cgroup of our own (see the module docstring).
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": f"/{CGROUP_ROOT}",
+            # This machine has cgroup v1 only; kubelet 1.35+ refuses it unless told.
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            # Images are imported, never pulled: never garbage-collect them.
+            "imageGCHighThresholdPercent": 100,
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "0%",
+                "nodefs.inodesFree": "0%",
+                "imagefs.available": "0%",
+            },
+            "clusterDomain": "cluster.local",
+            "resolvConf": "/etc/resolv.conf",
+            "serializeImagePulls": False,
+            "staticPodPath": "",
+            "syncFrequency": "10s",
+            "fileCheckFrequency": "20s",
+            "nodeStatusReportFrequency": "10s",
+            "shutdownGracePeriod": "0s",
+        }
+        (d / "config.json").write_text(json.dumps(config, indent=2))
+
+    def argv(self, c: Cluster) -> list[str]:
+        d = self.dir(c)
+        return [
+            str(which("kubelet")),
+            f"--config={d / 'config.json'}",
+            f"--kubeconfig={d / 'kubeconfig'}",
+            f"--root-dir={d / 'root'}",
+            f"--cert-dir={d / 'pki'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={NODE_IP}",
+            "--v=1",
+        ]
+
+    def ready(self, c: Cluster) -> bool:
+        if not http_ok(f"http://{LOOPBACK}:{c.ports['kubelet-healthz']}/healthz"):
+            return False
+        return node_ready(c)
+
+
+def node_ready(c: Cluster) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(
+            f"{c.api_url}/api/v1/nodes/{NODE_NAME}", timeout=2, context=c.tls()
+        ) as r:
+            node = json.load(r)
+    except (urllib.error.URLError, OSError):
+        return False
+    conditions = node.get("status", {}).get("conditions", [])
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conditions)
+
+
+class VolumeProvisioner(Component):
+    name = "volume-provisioner"
+    needs = ("kube-apiserver",)
+    stop_timeout = 5.0
+
+    def argv(self, c: Cluster) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "coworkgym_testbed.provisioner",
+            str(c.kubeconfig),
+            str(c.run_dir / "volumes"),
+        ]
+
+    def ready(self, c: Cluster) -> bool:
+        from .provisioner import STORAGE_CLASS
+
+        return http_ok(
+            f"{c.api_url}/apis/storage.k8s.io/v1/storageclasses/{STORAGE_CLASS}", c.tls()
+        )
+
+
+class S3NodeRelay(Component):
+    """The S3 server as pods see it: http://10.244.0.1:<port> (see relay.py)."""
+
+    name = "s3-node-relay"
+    needs = ("s3", "containerd")
+    ports = ("s3-node-relay",)
+    stop_timeout = 5.0
+
+    def argv(self, c: Cluster) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "coworkgym_testbed.relay",
+            f"{NODE_IP}:{c.ports['s3-node-relay']}",
+            f"{LOOPBACK}:{c.ports['s3']}",
+        ]
+
+    def ready(self, c: Cluster) -> bool:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((NODE_IP, c.ports["s3-node-relay"]), timeout=2),
+        ):
+            return True
+        return False
+
+
+def s3_node_endpoint(c: Cluster) -> str:
+    return f"http://{NODE_IP}:{c.ports['s3-node-relay']}"
+
+
+NODE_COMPONENTS: tuple[Component, ...] = (
+    Containerd(),
+    S3NodeRelay(),
+    Kubelet(),
+    VolumeProvisioner(),
+)
