@@ -116,6 +116,18 @@ build_seaweedfs() {
   "$1/weed" version
 }
 
+# kube-router, firewall only (NetworkPolicy enforcement for the test-bed node). Its own go.mod
+# picks its k8s.io/* (client-go) version; v2.1.0 is the newest the module proxy serves.
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
+build_kube_router() {
+  wrapper kube-router-bin
+  copy_replaces github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
+  go get "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION"
+  go build -trimpath -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    -o "$1/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  "$1/kube-router" --version
+}
+
 ALL=(etcd k8s helm kubeconform seaweedfs kubelet)
 DEFAULT=(etcd k8s kubelet helm kubeconform seaweedfs)
 mkdir -p "$CACHE"
@@ -129,6 +141,7 @@ for c in "${want[@]}"; do
     helm)        build_once "helm-$HELM_VERSION" build_helm || rc=1 ;;
     kubeconform) build_once "kubeconform-$KUBECONFORM_VERSION" build_kubeconform || rc=1 ;;
     seaweedfs)   build_once "seaweedfs-$SEAWEEDFS_VERSION" build_seaweedfs || rc=1 ;;
+    kube-router) build_once "kube-router-$KUBE_ROUTER_VERSION" build_kube_router || rc=1 ;;
     *) log "unknown component: $c (known: ${ALL[*]})"; exit 2 ;;
   esac
 done
