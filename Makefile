@@ -49,9 +49,13 @@ verify: lint test ## Everything CI checks: generated files in sync, lint, types,
 testbed-build: ## Build the test-bed binaries from Go modules (cached outside the repo)
 	testbed/build.sh
 
+.PHONY: testbed-images
+testbed-images: ## Build the node's images (pause, role sandbox, operator) with buildah, no Docker
+	testbed/build-images.sh
+
 .PHONY: testbed-up
-testbed-up: install ## Start the local Kubernetes control plane + S3 server
-	$(PY) -m coworkgym_testbed up
+testbed-up: install ## Start the local Kubernetes control plane + S3 server (NODE=1: and a node)
+	$(PY) -m coworkgym_testbed up $(if $(NODE),--node)
 
 .PHONY: testbed-down
 testbed-down: ## Stop the test-bed

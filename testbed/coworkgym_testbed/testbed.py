@@ -359,6 +359,12 @@ def up(
             why = "it has no node" if existing.healthy() else "it is unhealthy"
             say(f"stopping the test-bed in {run_dir}: {why}")
             existing.stop()
+        if node:
+            # The role image carries the project's code: rebuild it when the code changed (a
+            # warm run with no change takes a second), so pods never run stale code.
+            from . import images
+
+            images.build(say=say)
         return _start(run_dir, timeout, say, node), True
 
 

@@ -77,9 +77,9 @@ def operator(
     env = os.environ | testbed_env.env() | operator_env(testbed_env)
 
     def start() -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"operator-{len(started)}.log").open("wb")
         argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", node_ns]
-        p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        with (tmp_path / f"operator-{len(started)}.log").open("wb") as log:
+            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         started.append(p)
         return p
 
