@@ -118,7 +118,8 @@ build_seaweedfs() {
 
 # kube-router, firewall only (NetworkPolicy enforcement for the test-bed node). Its own go.mod
 # picks its k8s.io/* (client-go) version; v2.1.0 is the newest the module proxy serves.
-KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
+# Its v2.1.0 dependencies have known flaws (x/net HTTP/2, protobuf); here it listens on
+# nothing but loopback metrics and talks only to the test-bed's API server.
 build_kube_router() {
   wrapper kube-router-bin
   copy_replaces github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
@@ -128,8 +129,8 @@ build_kube_router() {
   "$1/kube-router" --version
 }
 
-ALL=(etcd k8s helm kubeconform seaweedfs kubelet)
-DEFAULT=(etcd k8s kubelet helm kubeconform seaweedfs)
+ALL=(etcd k8s kubelet kube-router helm kubeconform seaweedfs)
+DEFAULT=("${ALL[@]}")
 mkdir -p "$CACHE"
 want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${DEFAULT[@]}")
 rc=0

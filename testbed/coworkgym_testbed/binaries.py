@@ -70,6 +70,7 @@ def tools() -> dict[str, Tool]:
             Tool("kube-scheduler", "k8s", k8s),
             Tool("kubectl", "k8s", k8s),
             Tool("kubelet", "kubelet", f"kubelet-{v['K8S_VERSION']}"),
+            Tool("kube-router", "kube-router", f"kube-router-{v['KUBE_ROUTER_VERSION']}"),
             Tool("helm", "helm", f"helm-{v['HELM_VERSION']}"),
             Tool("kubeconform", "kubeconform", f"kubeconform-{v['KUBECONFORM_VERSION']}"),
             Tool("weed", "seaweedfs", f"seaweedfs-{v['SEAWEEDFS_VERSION']}"),

@@ -86,6 +86,10 @@ class Component(ABC):
     def cleanup(self, c: Cluster) -> None:  # noqa: B027 - optional hook, not abstract
         """Remove what the process left outside the run dir, after it stopped (default: nothing)."""
 
+    def env(self) -> dict[str, str]:
+        """Variables added to the process's environment (default: none)."""
+        return {}
+
     @abstractmethod
     def argv(self, c: Cluster) -> list[str]: ...
 

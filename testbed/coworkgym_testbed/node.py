@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from .binaries import which
-from .components import LOOPBACK, Cluster, Component, http_ok
+from .components import LOOPBACK, SERVICE_CIDR, Cluster, Component, http_ok
 from .pki import NODE_IP, NODE_NAME
 
 BRIDGE = "cgtb0"
@@ -115,17 +115,31 @@ def teardown(run_dir: Path) -> None:
 
 # ---- network ------------------------------------------------------------------------------
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run("iptables", "-w", "5", *args, check=check)
+    # The mangle table: the NetworkPolicy controller (kube-router) owns the filter table and
+    # rewrites it on every sync, with its own ACCEPTs first. A DROP here is final whatever
+    # the filter table says, so the node's fence holds with or without policies.
+    return _run("iptables", "-w", "5", "-t", "mangle", *args, check=check)
+
+
+# Kernel settings the node changes, and why; teardown puts back what the machine had.
+SYSCTLS = {
+    # the CNI bridge plugin turns forwarding on (the fence below keeps it on the bridge)
+    "net/ipv4/ip_forward": None,
+    # bridged pod-to-pod packets must pass iptables for NetworkPolicies to apply to them
+    "net/bridge/bridge-nf-call-iptables": "1",
+}
 
 
 def network_up(run_dir: Path, relay_ports: list[int]) -> None:
-    """The bridge with the node address, and the firewall that keeps pods on it."""
+    """The bridge with the node address, and the fence that keeps pods on it."""
+    saved = {key: (Path("/proc/sys") / key).read_text().strip() for key in SYSCTLS}
+    (run_dir / "node-sysctl.json").write_text(json.dumps(saved))
+    for key, value in SYSCTLS.items():
+        if value is not None:
+            (Path("/proc/sys") / key).write_text(value)
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
-    (run_dir / "node-sysctl.json").write_text(
-        json.dumps({"ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()})
-    )
     # INPUT from pods: only the relay ports on the node address, and replies to what the
     # node itself opened (the kubelet's probes, tests reaching into pods).
     _iptables("-N", FW_INPUT)
@@ -134,9 +148,10 @@ def network_up(run_dir: Path, relay_ports: list[int]) -> None:
         _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
     _iptables("-A", FW_INPUT, "-j", "DROP")
     _iptables("-I", "INPUT", "-i", BRIDGE, "-j", FW_INPUT)
-    # FORWARD: pod to pod on the bridge is fine; nothing is routed off it, either way.
+    # FORWARD: pod to pod on the bridge passes on (to NetworkPolicies in the filter table);
+    # nothing is routed off the bridge, either way.
     _iptables("-N", FW_FORWARD)
-    _iptables("-A", FW_FORWARD, "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT")
+    _iptables("-A", FW_FORWARD, "-i", BRIDGE, "-o", BRIDGE, "-j", "RETURN")
     _iptables("-A", FW_FORWARD, "-j", "DROP")
     _iptables("-I", "FORWARD", "-i", BRIDGE, "-j", FW_FORWARD)
     _iptables("-I", "FORWARD", "-o", BRIDGE, "-j", FW_FORWARD)
@@ -156,10 +171,8 @@ def network_down(run_dir: Path) -> None:
     _run("ip", "link", "delete", BRIDGE, check=False)
     saved = run_dir / "node-sysctl.json"
     if saved.exists():
-        # The CNI bridge plugin turns forwarding on; put back what the machine had.
-        Path("/proc/sys/net/ipv4/ip_forward").write_text(
-            json.loads(saved.read_text())["ip_forward"]
-        )
+        for key, value in json.loads(saved.read_text()).items():
+            (Path("/proc/sys") / key).write_text(value)
         saved.unlink()
 
 
@@ -441,6 +454,12 @@ class Kubelet(Component):
             "--v=1",
         ]
 
+    def cleanup(self, c: Cluster) -> None:
+        # The kubelet's own chains: KUBE-FIREWALL (drops packets to 127/8 from elsewhere) and
+        # the canaries it watches to notice a flushed table.
+        for table in ("filter", "mangle", "nat"):
+            remove_chains(table, _KUBELET_CHAINS)
+
     def ready(self, c: Cluster) -> bool:
         if not http_ok(f"http://{LOOPBACK}:{c.ports['kubelet-healthz']}/healthz"):
             return False
@@ -510,6 +529,101 @@ class S3NodeRelay(Component):
         return False
 
 
+class NetworkPolicyController(Component):
+    """kube-router with only its firewall on: it enforces NetworkPolicies for the node's pods
+    with iptables (filter table) and ipsets. The bridge plugin enforces none by itself.
+
+    Its router, service proxy and load balancer stay off, so it touches no route, interface
+    or CNI file; it listens on nothing but its metrics port on loopback.
+    """
+
+    name = "network-policy"
+    needs = ("kubelet",)  # it reads its Node object once, at start
+    ports = ("network-policy-metrics",)
+    stop_timeout = 10.0
+
+    def argv(self, c: Cluster) -> list[str]:
+        return [
+            str(which("kube-router")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--hostname-override={NODE_NAME}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            "--run-loadbalancer=false",
+            "--enable-cni=false",
+            "--enable-ipv6=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Its health server binds every interface and cannot be told otherwise: off.
+            "--health-port=0",
+            "--enable-pprof=false",
+            f"--metrics-addr={LOOPBACK}",
+            f"--metrics-port={c.ports['network-policy-metrics']}",
+            "--iptables-sync-period=1m",
+            "--v=1",
+        ]
+
+    def env(self) -> dict[str, str]:
+        # It picks its node by $NODE_NAME before the hostname and the override flag.
+        return {"NODE_NAME": NODE_NAME}
+
+    def ready(self, c: Cluster) -> bool:
+        """Ready once it has written the rules at least once."""
+        import urllib.error
+        import urllib.request
+
+        url = f"http://{LOOPBACK}:{c.ports['network-policy-metrics']}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                text = r.read().decode()
+        except (urllib.error.URLError, OSError):
+            return False
+        for line in text.splitlines():
+            if line.startswith("kube_router_controller_iptables_sync_time_count"):
+                return float(line.split()[-1]) >= 1
+        return False
+
+    def cleanup(self, c: Cluster) -> None:
+        remove_network_policy_rules()
+
+
+# kube-router leaves its chains and sets behind when it stops; these prefixes are its own.
+_KUBE_ROUTER_CHAINS = ("KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-")
+_KUBE_ROUTER_SETS = ("KUBE-SRC-", "KUBE-DST-", "TMP-")
+_KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
+
+
+def remove_chains(table: str, prefixes: tuple[str, ...]) -> None:
+    """Drop the chains named with `prefixes`, and every rule that jumps to them, from an
+    iptables table; every other line of the table is kept."""
+    dump = _run("iptables-save", "-t", table, check=False).stdout
+    if not any(prefix in dump for prefix in prefixes):
+        return
+    kept = []
+    for line in dump.splitlines():
+        words = line.split()
+        if words and words[0].startswith(":") and words[0][1:].startswith(prefixes):
+            continue
+        if line.startswith("-A ") and any(w.startswith(prefixes) for w in words[1:]):
+            continue
+        kept.append(line)
+    subprocess.run(
+        ["iptables-restore", "-w", "5", "-T", table],
+        input="\n".join(kept) + "\n",
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+
+
+def remove_network_policy_rules() -> None:
+    """kube-router's chains in the filter table, and its ipsets."""
+    remove_chains("filter", _KUBE_ROUTER_CHAINS)
+    for name in _run("ipset", "list", "-n", check=False).stdout.split():
+        if name.startswith(_KUBE_ROUTER_SETS):
+            _run("ipset", "destroy", name, check=False)
+
+
 def s3_node_endpoint(c: Cluster) -> str:
     return f"http://{NODE_IP}:{c.ports['s3-node-relay']}"
 
@@ -518,5 +632,6 @@ NODE_COMPONENTS: tuple[Component, ...] = (
     Containerd(),
     S3NodeRelay(),
     Kubelet(),
+    NetworkPolicyController(),
     VolumeProvisioner(),
 )

@@ -411,7 +411,10 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool
             for dep in comp.needs:
                 wait_ready(by_name[dep])
             comp.prepare(c)
-            tb.processes[comp.name] = proc.spawn(comp.name, comp.argv(c), tb.log_path(comp.name))
+            env = os.environ | comp.env() if comp.env() else None
+            tb.processes[comp.name] = proc.spawn(
+                comp.name, comp.argv(c), tb.log_path(comp.name), env=env
+            )
             tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
         for comp in components:
             wait_ready(comp)

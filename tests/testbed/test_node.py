@@ -195,7 +195,10 @@ def test_an_injected_defect_is_revised_by_real_pods(
 
 # ---- isolation ----------------------------------------------------------------------------
 PROBE = r"""
-import json, os, socket, sys
+import json, os, socket, sys, time
+# NetworkPolicies are enforced a moment after a pod starts (the controller sees the pod's IP
+# and writes its rules, about a second); a real CNI has the same window.
+time.sleep(5)
 def writable(path):
     try:
         with open(os.path.join(path, ".probe"), "w") as f:
@@ -209,11 +212,15 @@ def reach(host, port):
         return "open"
     except OSError as e:
         return type(e).__name__
+def volumes():
+    if not os.path.isdir("/work"):
+        return {}
+    return {v: writable("/work/" + v) for v in sorted(os.listdir("/work"))}
 targets = json.loads(sys.argv[1])
 print(json.dumps({
     "uid": os.getuid(), "gid": os.getgid(),
     "token": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount"),
-    "volumes": {v: writable("/work/" + v) for v in sorted(os.listdir("/work"))},
+    "volumes": volumes(),
     "rootfs_writable": writable("/"),
     "env_secrets": sorted(k for k in os.environ if k.startswith("AWS_")),
     "net": {name: reach(host, port) for name, (host, port) in targets.items()},
@@ -296,48 +303,99 @@ def test_sandbox_pods_are_isolated(cluster: Cluster, testbed_env: Testbed, node_
     for obj in builders.volume_claims(env, settings) + builders.network_policies(env, settings):
         utils.create_from_dict(api, obj, namespace=cluster.ns)
 
-    kubelet_port = tb.ports["kubelet"]
+    # A pod to reach (no policy selects it), and an unfenced pod to show the network itself
+    # works: what stops the sandbox pods is their NetworkPolicies, not a broken bridge.
+    listener = plain_pod("listener", ["python", "-m", "http.server", "8080"])
+    utils.create_from_dict(api, listener, namespace=cluster.ns)
+    listener_ip = cluster.wait(
+        lambda: cluster.v1.read_namespaced_pod("listener", cluster.ns).status.pod_ip,
+        timeout=120,
+        message="the listener pod's IP",
+    )
     with outside_host(8765) as outside:
         targets = {
             "s3-relay": [NODE_IP, relay_port(tb)],
-            "kubelet": [NODE_IP, kubelet_port],
+            "kubelet": [NODE_IP, tb.ports["kubelet"]],
+            "pod": [listener_ip, 8080],
             "outside": [outside, 8765],
         }
-        for stage in ("builder", "verifier", "detector", "release"):
-            utils.create_from_dict(
-                api, probe_job(env, stage, settings, targets), namespace=cluster.ns
-            )
-        results = {}
-        for stage in ("builder", "verifier", "detector", "release"):
-            cluster.wait(
-                lambda s=stage: (
-                    (
-                        cluster.batch.read_namespaced_job(f"probe-{s}", cluster.ns).status.succeeded
-                        or 0
-                    )
-                    >= 1
-                ),
-                timeout=180,
-                message=f"probe-{stage} finished",
-            )
-            logs = tb.kubectl("logs", "-n", cluster.ns, f"job/probe-{stage}").stdout
-            results[stage] = json.loads(logs.strip().splitlines()[-1])
+        for stage in STAGES:
+            job = probe_job(env, stage, settings, targets)
+            utils.create_from_dict(api, job, namespace=cluster.ns)
+        control = plain_pod("control", ["python", "-c", PROBE, json.dumps(targets)])
+        utils.create_from_dict(api, control, namespace=cluster.ns)
+        results = {name: probe_result(cluster, name) for name in (*STAGES, "control")}
 
-    for stage, r in results.items():
-        assert r["uid"] == builders.SANDBOX_UID and r["gid"] == builders.SANDBOX_UID, stage
-        assert r["token"] is False, f"{stage}: a service-account token is mounted"
-        assert r["rootfs_writable"] is False, stage
-        # Never beyond the node, whatever the stage.
-        assert r["net"]["outside"] != "open", stage
-        assert r["net"]["kubelet"] != "open", stage
+    control = results["control"]["net"]
+    assert control["pod"] == "open" and control["s3-relay"] == "open", control
+    for name, r in results.items():
+        assert r["uid"] == builders.SANDBOX_UID and r["gid"] == builders.SANDBOX_UID, name
+        assert r["token"] is False, f"{name}: a service-account token is mounted"
+        assert r["rootfs_writable"] is False, name
+        # The node's fence, for every pod: nothing beyond the bridge, nothing on the node but
+        # the relay.
+        assert r["net"]["outside"] != "open", name
+        assert r["net"]["kubelet"] != "open", name
+    for stage in STAGES:
+        net = results[stage]["net"]
+        # deny-all: no other pod; only the release pod may reach the store.
+        assert net["pod"] != "open", stage
+        assert (net["s3-relay"] == "open") == (stage == "release"), (stage, net)
     # Each role sees only its volumes, and writes only its own.
     assert results["builder"]["volumes"] == {"builder": True}
     assert results["verifier"]["volumes"] == {"builder": False, "verifier": True}
     assert results["detector"]["volumes"] == {"builder": False, "scratch": True, "verifier": False}
     assert results["release"]["volumes"] == {"scratch": False}
-    # Only the release pod holds storage credentials, and only it needs the store.
-    assert [s for s, r in results.items() if r["env_secrets"]] == ["release"]
-    assert results["release"]["net"]["s3-relay"] == "open"
+    # Only the release pod holds storage credentials.
+    assert [s for s in STAGES if results[s]["env_secrets"]] == ["release"]
+
+
+def plain_pod(name: str, command: list[str]) -> dict[str, Any]:
+    """A pod in the role image with the sandbox's security context, but no sandbox labels:
+    no NetworkPolicy selects it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": builders.SANDBOX_UID,
+                "runAsGroup": builders.SANDBOX_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "main",
+                    "image": images.ROLE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": command,
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def probe_result(cluster: Cluster, name: str) -> dict[str, Any]:
+    """The probe's JSON line, once its pod (`name`, or the pod of Job `probe-<name>`) is done."""
+    selector = f"job-name=probe-{name}" if name in STAGES else f"app={name}"
+
+    def done() -> Any:
+        pods = cluster.v1.list_namespaced_pod(cluster.ns, label_selector=selector).items
+        return next((p for p in pods if p.status.phase in ("Succeeded", "Failed")), None)
+
+    pod = cluster.wait(done, timeout=180, message=f"probe {name} finished")
+    logs = cluster.tb.kubectl("logs", "-n", cluster.ns, pod.metadata.name).stdout
+    result: dict[str, Any] = json.loads(logs.strip().splitlines()[-1])
+    return result
 
 
 # ---- faults -------------------------------------------------------------------------------
