@@ -197,8 +197,9 @@ def test_an_injected_defect_is_revised_by_real_pods(
 PROBE = r"""
 import json, os, socket, sys, time
 # NetworkPolicies are enforced a moment after a pod starts (the controller sees the pod's IP
-# and writes its rules, about a second); a real CNI has the same window.
-time.sleep(5)
+# and writes its rules: about a second, more on a loaded machine); a real CNI has the same
+# window.
+time.sleep(10)
 def writable(path):
     try:
         with open(os.path.join(path, ".probe"), "w") as f:
