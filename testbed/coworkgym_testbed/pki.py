@@ -32,7 +32,7 @@ SERVING_IPS = ("127.0.0.1", "10.0.0.1")
 VALIDITY = dt.timedelta(days=30)
 FRONT_PROXY_CN = "front-proxy-client"
 NODE_NAME = "testbed-node"
-# The node's address: the gateway of the pod bridge the test-bed creates (see node.py).
+# The node's address: the gateway of the pod bridge the test-bed creates (see node/host.py).
 NODE_IP = "10.244.0.1"
 
 

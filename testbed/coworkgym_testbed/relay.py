@@ -2,7 +2,7 @@
 
 Every test-bed server listens on 127.0.0.1 only, which pods cannot reach: their packets
 arrive on the bridge. The relay listens on the node address, which only this machine and its
-pods can reach, and the node's firewall admits pods to this port alone (node.py). It stands
+pods can reach, and the node's firewall admits pods to this port alone (node/host.py). It stands
 where a Service for the object store would be in a real cluster.
 
 Run as `python -m coworkgym_testbed.relay LISTEN_HOST:PORT TARGET_HOST:PORT`.
