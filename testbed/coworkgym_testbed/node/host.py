@@ -289,27 +289,34 @@ _KUBE_ROUTER_SETS = ("KUBE-SRC-", "KUBE-DST-", "TMP-")
 KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
 
 
-def remove_chains(table: str, prefixes: tuple[str, ...]) -> None:
-    """Drop the chains named with `prefixes`, and every rule that jumps to them, from an
-    iptables table; every other line of the table is kept."""
-    dump = _run("iptables-save", "-t", table, check=False).stdout
-    if not any(prefix in dump for prefix in prefixes):
-        return
-    kept = []
+def without_chains(dump: str, prefixes: tuple[str, ...]) -> str | None:
+    """An `iptables-save` dump of one table without the chains named with `prefixes` and
+    without every rule in or jumping to them; None when there is nothing to remove."""
+    kept, dropped = [], False
     for line in dump.splitlines():
         words = line.split()
-        if words and words[0].startswith(":") and words[0][1:].startswith(prefixes):
-            continue
-        if line.startswith("-A ") and any(w.startswith(prefixes) for w in words[1:]):
+        declared = words[0][1:] if words and words[0].startswith(":") else ""
+        if (declared and declared.startswith(prefixes)) or (
+            line.startswith("-A ") and any(w.startswith(prefixes) for w in words[1:])
+        ):
+            dropped = True
             continue
         kept.append(line)
-    subprocess.run(
-        ["iptables-restore", "-w", "5", "-T", table],
-        input="\n".join(kept) + "\n",
-        text=True,
-        capture_output=True,
-        check=True,
-    )
+    return "\n".join(kept) + "\n" if dropped else None
+
+
+def remove_chains(table: str, prefixes: tuple[str, ...]) -> None:
+    """Remove chains named with `prefixes` (and the rules using them) from an iptables table;
+    every other line of the table is kept."""
+    rest = without_chains(_run("iptables-save", "-t", table, check=False).stdout, prefixes)
+    if rest is not None:
+        subprocess.run(
+            ["iptables-restore", "-w", "5", "-T", table],
+            input=rest,
+            text=True,
+            capture_output=True,
+            check=True,
+        )
 
 
 def remove_network_policy_rules() -> None:
