@@ -28,7 +28,7 @@ SERVING_DNS = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-SERVING_IPS = ("127.0.0.1", "10.0.0.1")
+SERVING_IPS = ("127.0.0.1", "10.0.0.1", "10.244.0.1")  # the last: the node's relay
 VALIDITY = dt.timedelta(days=30)
 FRONT_PROXY_CN = "front-proxy-client"
 NODE_NAME = "testbed-node"

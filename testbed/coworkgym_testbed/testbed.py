@@ -28,7 +28,7 @@ from . import pki as pki_mod
 from . import proc
 from .binaries import which
 from .components import COMPONENTS, LOOPBACK, Cluster, Component, S3Credentials
-from .node import NODE_COMPONENTS, s3_node_endpoint, unmount_below
+from .node import NODE_COMPONENTS, api_node_port, s3_node_endpoint, unmount_below
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -131,6 +131,11 @@ class Testbed:
     def s3_node_endpoint(self) -> str:
         """The S3 server as pods on the node reach it."""
         return s3_node_endpoint(self.cluster)
+
+    @property
+    def api_node_port(self) -> int:
+        """The API server as pods on the node reach it: https://10.244.0.1:<port>."""
+        return api_node_port(self.cluster)
 
     def kubernetes_client(self) -> Any:
         """A `kubernetes.client.ApiClient` for the admin user (needs the `operator` extra)."""

@@ -457,3 +457,55 @@ def test_a_deleted_sandbox_pod_is_retried_and_deleting_leaves_nothing(
     cluster.wait(nothing_left, timeout=120, message="no pod, Job, claim or volume left")
     leftovers = list((cluster.tb.run_dir / "volumes").glob("pvc-*"))
     assert not [p for p in leftovers if p.name in volumes], leftovers
+
+
+# ---- the operator itself as a pod -----------------------------------------------------------
+CHART = Path(__file__).resolve().parents[2] / "charts" / "cowork-gym"
+
+
+def test_the_chart_runs_the_operator_as_a_pod_on_the_node(
+    cluster: Cluster, testbed_env: Testbed, node_ns: str, tmp_path: Path
+) -> None:
+    """`helm install` with the operator image built here: the operator pod, then every stage
+    pod, run on the node. There is no kube-proxy behind the `kubernetes` Service, so the
+    operator is pointed at the node's relay to the API server (a TLS name the API server's
+    certificate carries)."""
+    tb = testbed_env
+    values = {
+        "operator": {
+            "image": {"repository": images.OPERATOR_IMAGE.rsplit(":", 1)[0], "tag": "dev",
+                      "pullPolicy": "Never"},
+            "peering": {"enabled": False},
+            "reconcileIntervalSeconds": 1,
+            "extraEnv": [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": NODE_IP},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": str(tb.api_node_port)},
+            ],
+        },
+        "sandbox": {"image": images.ROLE_IMAGE, "resources": {"cpu": "500m", "memory": "1Gi"}},
+        "sandboxImagePullPolicy": "Never",
+        "s3": {"endpoint": tb.s3_node_endpoint, "credentialsSecret": S3_SECRET},
+        "networkPolicy": {"objectStore": {
+            "cidr": f"{NODE_IP}/32", "port": relay_port(tb), "dns": {"enabled": False},
+        }},
+    }  # fmt: skip
+    (tmp_path / "values.json").write_text(json.dumps(values))
+    tb.helm("install", "op", str(CHART), "-n", node_ns, "-f", str(tmp_path / "values.json"))
+    try:
+        selector = "app.kubernetes.io/instance=op"
+
+        def operator_pod() -> Any:
+            pods = cluster.v1.list_namespaced_pod(node_ns, label_selector=selector).items
+            return next((p for p in pods if p.status.phase == "Running"), None)
+
+        pod = cluster.wait(operator_pod, timeout=180, message="the operator pod running")
+        assert pod.spec.node_name == NODE_NAME
+        cluster.apply(spec_manifest("inpod", node_ns))
+        phase = wait_phase(cluster, "inpod", ("Released", "Rejected", "Failed"), RELEASE_TIMEOUT)
+        assert phase == "Released", tb.kubectl("logs", "-n", node_ns, pod.metadata.name).stdout
+        stages = {p.metadata.labels[builders.LABEL_STAGE]: p for p in env_pods(cluster, "inpod")}
+        assert set(stages) == set(STAGES)
+        assert all(p.spec.node_name == NODE_NAME for p in stages.values())
+        assert all(p.status.phase == "Succeeded" for p in stages.values())
+    finally:
+        tb.helm("uninstall", "op", "-n", node_ns, check=False)

@@ -6,7 +6,7 @@ what they make on the machine and how teardown removes it.
 """
 
 from ..pki import NODE_IP, NODE_NAME
-from .components import NODE_COMPONENTS, s3_node_endpoint
+from .components import NODE_COMPONENTS, api_node_port, s3_node_endpoint
 from .host import BRIDGE, NodeError, teardown, unmount_below
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "NODE_IP",
     "NODE_NAME",
     "NodeError",
+    "api_node_port",
     "s3_node_endpoint",
     "teardown",
     "unmount_below",

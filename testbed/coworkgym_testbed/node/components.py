@@ -48,7 +48,7 @@ class Containerd(Component):
         (d / "cni" / "10-coworkgym-testbed.conflist").write_text(json.dumps(cni_config(), indent=2))
         (d / "netns-before.json").write_text(json.dumps(sorted(netns_now())))
         cgroups_up()
-        network_up(c.run_dir, [c.ports[p] for p in ("s3-node-relay",) if p in c.ports])
+        network_up(c.run_dir, [c.ports[r.name] for r in RELAYS if r.name in c.ports])
         (d / "config.toml").write_text(
             f"""version = 2
 root = "{d / "root"}"
@@ -243,30 +243,39 @@ class VolumeProvisioner(Component):
         )
 
 
-class S3NodeRelay(Component):
-    """The S3 server as pods see it: http://10.244.0.1:<port> (see relay.py)."""
+class NodeRelay(Component):
+    """A loopback server as pods see it, at 10.244.0.1:<port> (see relay.py): the one kind
+    of port on the node the fence lets pods reach."""
 
-    name = "s3-node-relay"
-    needs = ("s3", "containerd")
-    ports = ("s3-node-relay",)
     stop_timeout = 5.0
+
+    def __init__(self, name: str, target: str) -> None:
+        self.name = name  # type: ignore[misc]  # a ClassVar elsewhere; one class, two relays
+        self.target = target
+        self.needs = (target, "containerd")  # type: ignore[misc]
+        self.ports = (name,)  # type: ignore[misc]
 
     def argv(self, c: Cluster) -> list[str]:
         return [
             sys.executable,
             "-m",
             "coworkgym_testbed.relay",
-            f"{NODE_IP}:{c.ports['s3-node-relay']}",
-            f"{LOOPBACK}:{c.ports['s3']}",
+            f"{NODE_IP}:{c.ports[self.name]}",
+            f"{LOOPBACK}:{c.ports[self.target]}",
         ]
 
     def ready(self, c: Cluster) -> bool:
         with (
             contextlib.suppress(OSError),
-            socket.create_connection((NODE_IP, c.ports["s3-node-relay"]), timeout=2),
+            socket.create_connection((NODE_IP, c.ports[self.name]), timeout=2),
         ):
             return True
         return False
+
+
+# The S3 server for the release stage; the API server for an operator running as a pod
+# (there is no kube-proxy behind the `kubernetes` Service).
+RELAYS = (NodeRelay("s3-node-relay", "s3"), NodeRelay("api-node-relay", "kube-apiserver"))
 
 
 class NetworkPolicyController(Component):
@@ -331,9 +340,14 @@ def s3_node_endpoint(c: Cluster) -> str:
     return f"http://{NODE_IP}:{c.ports['s3-node-relay']}"
 
 
+def api_node_port(c: Cluster) -> int:
+    """Where pods reach the API server: https://10.244.0.1:<this port>."""
+    return c.ports["api-node-relay"]
+
+
 NODE_COMPONENTS: tuple[Component, ...] = (
     Containerd(),
-    S3NodeRelay(),
+    *RELAYS,
     Kubelet(),
     NetworkPolicyController(),
     VolumeProvisioner(),
