@@ -28,7 +28,7 @@ demo: system-deps install ## Synthesize and check environments on the embedded d
 	.venv/bin/cowork-gym check out/demo/cwg-s0-0000
 
 .PHONY: test
-test: system-deps install ## Run the test suite (unit + integration; test-bed tests when COWORKGYM_TESTBED=1)
+test: system-deps install ## Run the test suite (unit + integration; test-bed tests when COWORKGYM_TESTBED=1, real pods with COWORKGYM_TESTBED_NODE=1)
 	$(PYTEST) -q
 
 .PHONY: generate
