@@ -50,6 +50,11 @@ class ToolError(subprocess.CalledProcessError):
         return f"{super().__str__()}\nstderr:\n{proc.last_lines(self.stderr or '', 30)}"
 
 
+def components_for(node: bool) -> tuple[Component, ...]:
+    """What a run starts, in order: the control plane and S3, then the node if asked for."""
+    return COMPONENTS + NODE_COMPONENTS if node else COMPONENTS
+
+
 def default_run_dir() -> Path:
     return Path(os.environ.get("COWORKGYM_TESTBED_DIR") or Path.cwd() / ".testbed").absolute()
 
@@ -70,7 +75,7 @@ class Testbed:
 
     @property
     def components(self) -> tuple[Component, ...]:
-        return COMPONENTS + NODE_COMPONENTS if self.node else COMPONENTS
+        return components_for(self.node)
 
     # ---- what clients need -------------------------------------------------------------
     @property
@@ -257,7 +262,7 @@ class Testbed:
 
     def stop(self) -> None:
         """Stop the recorded processes, last started first; keep the logs."""
-        by_name = {comp.name: comp for comp in COMPONENTS + NODE_COMPONENTS}
+        by_name = {comp.name: comp for comp in components_for(node=True)}
         for name in reversed(list(self.processes)):
             comp = by_name.get(name)
             proc.stop(self.processes[name], timeout=comp.stop_timeout if comp else 20.0)
@@ -377,7 +382,7 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool
     t0 = time.monotonic()
     _fresh_run_dir(run_dir)
     pki_mod.generate(run_dir / "pki")
-    components = COMPONENTS + NODE_COMPONENTS if node else COMPONENTS
+    components = components_for(node)
     tb = Testbed(
         run_dir=run_dir,
         node=node,

@@ -37,7 +37,7 @@ STAGES = ("builder", "verifier", "detector", "release")
 
 
 def relay_port(tb: Testbed) -> int:
-    return int(tb.s3_node_endpoint.rsplit(":", 1)[1])
+    return tb.ports["s3-node-relay"]
 
 
 @pytest.fixture
