@@ -91,6 +91,13 @@ def sha256_hex(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
+def task_keywords(cowork: CoworkMetadata) -> list[str]:
+    """The scenario's domain, then the capabilities, each once: a domain may share its name
+    with a capability (``data_analysis/...`` with ``data_analysis``)."""
+    labels = [cowork.taxonomy.scenario.split("/")[0], *cowork.taxonomy.capabilities]
+    return list(dict.fromkeys(labels))
+
+
 def task_config(built: BuilderOutput) -> TaskConfig:
     cowork = built.cowork.model_copy(update={"turns": 1 + len(built.turns)})
     steps = None
@@ -100,7 +107,7 @@ def task_config(built: BuilderOutput) -> TaskConfig:
         task=TaskSection(
             name=built.name,
             description=built.description,
-            keywords=[cowork.taxonomy.scenario.split("/")[0], *cowork.taxonomy.capabilities],
+            keywords=task_keywords(cowork),
         ),
         metadata={"cowork": cowork.model_dump(mode="json", exclude_none=True)},
         artifacts=[templates.WORKDIR],

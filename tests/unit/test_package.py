@@ -81,3 +81,12 @@ def test_bad_cowork_metadata_and_patch_are_named() -> None:
 def test_missing_task_toml_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match=r"task\.toml: missing"):
         EnvironmentPackage.load(tmp_path)
+
+
+def test_task_keywords_name_each_label_once() -> None:
+    # The scenario's domain `data_analysis` is also the first capability.
+    pkg = good_package()
+    assert pkg.config.task is not None
+    assert pkg.config.task.keywords == ["data_analysis"]
+    written = tomllib.loads(pkg.files["task.toml"].decode())["task"]["keywords"]
+    assert written == ["data_analysis"]
