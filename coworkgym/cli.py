@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .detector import DetectorReport, IssueDetector
 from .logs import configure_logging
@@ -44,17 +46,22 @@ def check(
 def _print_report(path: Path, report: DetectorReport) -> None:
     verdict = "[green]PASS[/]" if report.passed else "[red]FAIL[/]"
     reward = report.stats.reference_reward
-    out.print(
-        f"{verdict} {path}  reference reward={reward}  verifier runs={report.stats.verifier_runs}"
-    )
+    runs = report.stats.verifier_runs
+    out.print(f"{verdict} {escape(str(path))}  reference reward={reward}  verifier runs={runs}")
     if not report.defects:
         return
     table = Table(show_lines=False)
     for column in ("code", "owner", "severity", "message"):
         table.add_column(column)
     for d in report.defects:
-        table.add_row(d.code, d.owner, d.severity, d.message)
+        table.add_row(*_plain(d.code, d.owner, d.severity, d.message))
     out.print(table)
+
+
+def _plain(*cells: object) -> list[Text]:
+    """Table cells shown as written: messages and evidence quote paths such as
+    ``summary.json[/wettest_month]``, which rich would otherwise parse as markup."""
+    return [Text(str(cell)) for cell in cells]
 
 
 @app.command()
@@ -86,17 +93,17 @@ def verify(
         )
         raise typer.Exit(0 if outcome.valid else 2)
     if not outcome.valid:
-        out.print(f"[red]INVALID[/] {outcome.error}")
+        out.print(f"[red]INVALID[/] {escape(str(outcome.error))}")
         raise typer.Exit(2)
-    table = Table(title=f"{pkg.name}: reward {outcome.reward}")
+    table = Table(title=Text(f"{pkg.name}: reward {outcome.reward}"))
     for column in ("component", "kind", "weight", "score", "status", "evidence"):
         table.add_column(column)
     for c in outcome.details.get("components", []):
-        table.add_row(
-            c["id"], c["type"], str(c["weight"]), f"{c['score']:.2f}", c["status"], c["evidence"]
-        )
+        score = f"{c['score']:.2f}"
+        table.add_row(*_plain(c["id"], c["type"], c["weight"], score, c["status"], c["evidence"]))
     for c in outcome.details.get("red_lines", []):
-        table.add_row(c["id"], "red line", "-", f"{c['score']:.2f}", c["status"], c["evidence"])
+        score = f"{c['score']:.2f}"
+        table.add_row(*_plain(c["id"], "red line", "-", score, c["status"], c["evidence"]))
     out.print(table)
 
 
@@ -180,8 +187,8 @@ def main() -> None:
     try:
         app()
     except SandboxUnavailable as exc:
-        console.print(f"[red]sandbox unavailable:[/] {exc}")
+        console.print(f"[red]sandbox unavailable:[/] {escape(str(exc))}")
         sys.exit(3)
     except PackageError as exc:
-        console.print(f"[red]invalid input:[/]\n{exc}")
+        console.print(f"[red]invalid input:[/]\n{escape(str(exc))}")
         sys.exit(2)
