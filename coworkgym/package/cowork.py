@@ -68,12 +68,14 @@ class FileUpdate(_Model):
 
 
 class Trigger(_Model):
-    """When the user simulator applies the turn: after the agent's n-th reply, or once an
-    artifact exists (the user reviewed a first version), whichever the plan says."""
+    """When the user simulator applies the turn: after the agent's n-th reply, once an
+    artifact exists (the user reviewed a first version), or after the agent made n tool
+    calls in the current turn, whichever the plan says."""
 
-    kind: Literal["after_agent_turn", "artifact_exists"]
+    kind: Literal["after_agent_turn", "artifact_exists", "tool_calls"]
     agent_turn: int | None = Field(None, ge=1)
     artifact: str | None = None
+    tool_calls: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _has_argument(self) -> Trigger:
@@ -81,6 +83,8 @@ class Trigger(_Model):
             raise ValueError("'after_agent_turn' needs 'agent_turn'")
         if self.kind == "artifact_exists" and not self.artifact:
             raise ValueError("'artifact_exists' needs 'artifact'")
+        if self.kind == "tool_calls" and self.tool_calls is None:
+            raise ValueError("'tool_calls' needs 'tool_calls' (how many calls to wait for)")
         return self
 
 

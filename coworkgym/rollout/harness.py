@@ -24,6 +24,12 @@ from typing import Any, Protocol
 
 from .trajectory import TerminationReason, TokenRecord, ToolCall
 
+# The two tools every episode offers besides the package's interfaces. ``finish`` takes
+# {"summary": str, "deliverables": [workspace paths the agent says it produced]} and ends the
+# agent's turn; ``ask_user`` takes {"question": str} and returns the user's answer.
+FINISH_TOOL = "finish"
+ASK_USER_TOOL = "ask_user"
+
 
 class HarnessError(Exception):
     """The harness cannot continue; ``reason`` is how the trajectory records it."""
@@ -93,6 +99,11 @@ class Episode(Protocol):
         """Run one tool call (in the agent's sandbox, or at the user for ``ask_user``) and
         record its result. ``finish`` ends the current turn: see ``pending_user_message``."""
 
+    def end_turn(self, content: str = "") -> None:
+        """The policy ended its turn without calling ``finish`` (a reply with no tool call).
+        The user reacts as to ``finish``: the next turn, or the episode is done. Call it
+        after ``record_agent`` for that reply."""
+
     def pending_user_message(self) -> str | None:
         """A user message that arrived since the last call (a later turn whose trigger
         fired, e.g. after ``finish`` or once a deliverable appeared). The harness must show
@@ -135,6 +146,8 @@ def harness_names() -> list[str]:
 
 
 __all__ = [
+    "ASK_USER_TOOL",
+    "FINISH_TOOL",
     "Episode",
     "Harness",
     "HarnessError",

@@ -165,6 +165,9 @@ class VerificationRecord(_Record):
     rubric_score: float | None = None
     components: dict[str, float] = Field(default_factory=dict)
     invalid_reason: str | None = None
+    passed: bool | None = Field(
+        None, description="reward reached the package's pass threshold (None when invalid)"
+    )
     judge_ran: bool = False
     duration_s: float = Field(0.0, ge=0)
 
