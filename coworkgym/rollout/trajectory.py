@@ -22,11 +22,11 @@ import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "cowork-gym.trajectory/v1"
+SCHEMA_VERSION: Final = "cowork-gym.trajectory/v1"
 
 Role = Literal["system", "user", "assistant", "tool"]
 # Who produced a message's text: the policy (a training target) or the context around it.
