@@ -26,15 +26,32 @@ console = Console(stderr=True)
 out = Console()
 
 
+PACKAGE_HELP = "a package folder, or s3://bucket/prefix/<name> (downloaded first)"
+
+
+def _package_dir(target: str, scratch: Path) -> Path:
+    """The folder of a package argument; an s3:// URI is downloaded below `scratch` first, with
+    its files' modes (errors name the URI)."""
+    if target.startswith("s3://"):
+        from .release import fetch_package
+
+        return fetch_package(target, Path(tempfile.mkdtemp(prefix="package-", dir=scratch)))
+    path = Path(target)
+    if not path.is_dir():
+        raise typer.BadParameter(f"{target} is neither a package folder nor an s3:// URI")
+    return path
+
+
 @app.command()
 def check(
-    packages: Annotated[list[Path], typer.Argument(help="package directories", exists=True)],
+    packages: Annotated[list[str], typer.Argument(help=PACKAGE_HELP, show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON report")] = False,
     no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
 ) -> None:
     """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects."""
     detector = IssueDetector(run_harbor_lint=not no_harbor_lint)
-    reports = [detector.check_dir(p) for p in packages]
+    with tempfile.TemporaryDirectory(prefix="cwg-check-") as scratch:
+        reports = [detector.check_dir(_package_dir(p, Path(scratch))) for p in packages]
     if as_json:
         out.print_json(json.dumps([r.to_json() for r in reports]))
     else:
@@ -43,7 +60,7 @@ def check(
     raise typer.Exit(0 if all(r.passed for r in reports) else 1)
 
 
-def _print_report(path: Path, report: DetectorReport) -> None:
+def _print_report(path: str, report: DetectorReport) -> None:
     verdict = "[green]PASS[/]" if report.passed else "[red]FAIL[/]"
     reward = report.stats.reference_reward
     runs = report.stats.verifier_runs
@@ -66,7 +83,7 @@ def _plain(*cells: object) -> list[Text]:
 
 @app.command()
 def verify(
-    package: Annotated[Path, typer.Argument(exists=True, file_okay=False)],
+    package: Annotated[str, typer.Argument(help=PACKAGE_HELP, show_default=False)],
     workspace: Annotated[Path, typer.Option(exists=True, file_okay=False)],
     trajectory: Annotated[Path | None, typer.Option(exists=True, dir_okay=False)] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -75,7 +92,8 @@ def verify(
     from .runtime import LocalRuntime
     from .runtime.workspace import copy_tree, layout
 
-    pkg = EnvironmentPackage.load(package)
+    with tempfile.TemporaryDirectory(prefix="cwg-verify-package-") as download:
+        pkg = EnvironmentPackage.load(_package_dir(package, Path(download)))
     with tempfile.TemporaryDirectory(prefix="cwg-verify-cli-") as tmp:
         scratch = copy_tree(workspace, Path(tmp) / "ws")
         data = json.loads(trajectory.read_text()) if trajectory else None

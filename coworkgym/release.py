@@ -4,6 +4,11 @@ Layout under the target: ``<name>/...`` (the package files) and ``manifests/<nam
 (one record per environment); ``manifest.jsonl`` is rebuilt from those records, so that
 concurrent workers never append to one shared object. A record carries the spec digest:
 re-running a campaign skips environments already released from the same spec.
+
+S3 keeps no file modes, so each object carries its file's mode as user metadata
+(``x-amz-meta-mode``: ``0755`` or ``0644``), and a symlink is an empty object whose
+``x-amz-meta-symlink`` is its target; ``fetch_package`` restores both. Without them a
+downloaded package's ``solution/solve.sh`` would no longer run.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from .package.package import EnvironmentPackage
+from .package.errors import PackageError
+from .package.package import EnvironmentPackage, write_tree
+
+# User metadata keys (sent as x-amz-meta-<key>) that carry what S3 itself does not keep.
+MODE_KEY = "mode"
+SYMLINK_KEY = "symlink"
+EXECUTABLE_MODE, REGULAR_MODE = "0755", "0644"
 
 
 class Publisher(Protocol):
@@ -54,11 +65,7 @@ class S3Publisher:
     ``COWORKGYM_S3_ENDPOINT`` selects the endpoint; credentials come from the environment)."""
 
     def __init__(self, uri: str, client: Any | None = None) -> None:
-        parsed = urlparse(uri)
-        if parsed.scheme != "s3" or not parsed.netloc:
-            raise ValueError(f"not an s3:// URI: {uri!r}")
-        self.bucket = parsed.netloc
-        self.prefix = parsed.path.strip("/")
+        self.bucket, self.prefix = split_s3_uri(uri)
         self.client = client or make_s3_client()
 
     def _key(self, *parts: str) -> str:
@@ -66,7 +73,20 @@ class S3Publisher:
 
     def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str:
         for rel, content in sorted(pkg.files.items()):
-            self.client.put_object(Bucket=self.bucket, Key=self._key(name, rel), Body=content)
+            mode = EXECUTABLE_MODE if rel in pkg.executables else REGULAR_MODE
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(name, rel),
+                Body=content,
+                Metadata={MODE_KEY: mode},
+            )
+        for rel, target in sorted(pkg.symlinks.items()):
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(name, rel),
+                Body=b"",
+                Metadata={SYMLINK_KEY: target},
+            )
         location = f"s3://{self.bucket}/{self._key(name)}"
         body = json.dumps({**record, "location": location}, sort_keys=True).encode()
         self.client.put_object(
@@ -95,6 +115,54 @@ class S3Publisher:
             Bucket=self.bucket, Key=key, Body="".join(f"{x}\n" for x in sorted(lines)).encode()
         )
         return f"s3://{self.bucket}/{key}"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, prefix without slashes) of an s3://bucket/prefix URI."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise ValueError(f"not an s3:// URI: {uri!r}")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def fetch_package(uri: str, dest: Path, client: Any | None = None) -> Path:
+    """Download the package released at ``uri`` (s3://bucket/prefix/<name>) into ``dest``,
+    with its executables and symlinks as they were published. Errors name the URI."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = split_s3_uri(uri)
+    if not prefix:
+        raise PackageError.single(uri, "names a bucket, not a package; add the package's prefix")
+    client = client or make_s3_client()
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    symlinks: dict[str, str] = {}
+    try:
+        paginator = client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix + "/"):
+            for item in page.get("Contents", []):
+                rel = item["Key"][len(prefix) + 1 :]
+                got = client.get_object(Bucket=bucket, Key=item["Key"])
+                body, meta = got["Body"].read(), got.get("Metadata", {})
+                if SYMLINK_KEY in meta:
+                    symlinks[rel] = meta[SYMLINK_KEY]
+                    continue
+                files[rel] = body
+                # No mode (an object uploaded by other means) reads as a regular file.
+                if meta.get(MODE_KEY) == EXECUTABLE_MODE:
+                    executables.add(rel)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise PackageError.single(
+            uri, f"S3 refused the download: {error.get('Code')} ({error.get('Message')})"
+        ) from exc
+    except BotoCoreError as exc:
+        raise PackageError.single(uri, f"cannot reach the S3 store: {exc}") from exc
+    if not files:
+        raise PackageError.single(
+            uri, "no objects under this prefix; give the location of a released package"
+        )
+    return write_tree(dest, files, executables, symlinks)
 
 
 def make_s3_client() -> Any:
