@@ -4,15 +4,23 @@ provisioner's volumes. (The node itself runs in tests/testbed/test_node.py, as r
 from __future__ import annotations
 
 import ipaddress
+import os
+import subprocess
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from coworkgym_testbed.node.host import (
     BRIDGE,
+    CGROUP_FS,
     KUBELET_CHAINS,
     POD_RANGE,
     POD_SUBNET,
+    cgroups_down,
     cni_config,
+    kill_pod_processes,
     without_chains,
 )
 from coworkgym_testbed.pki import NODE_IP
@@ -83,3 +91,39 @@ def test_a_claim_gets_a_volume_bound_to_it_in_the_volume_dir(tmp_path: Path) -> 
     assert spec["persistentVolumeReclaimPolicy"] == "Delete"
     assert spec["hostPath"]["path"] == str(tmp_path / "pvc-1234")
     assert spec["capacity"] == {"storage": "1Gi"}
+
+
+UNIFIED = CGROUP_FS / "unified"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not (UNIFIED / "cgroup.procs").exists(),
+    reason="needs root and a hybrid cgroup machine (v1 hierarchies + unified)",
+)
+def test_teardown_removes_the_node_cgroups_in_every_hierarchy_the_unified_one_too() -> None:
+    """Real cgroups, under a name of this test's own (never the running node's): pod and
+    container cgroups as the kubelet (v1) and runc (also unified) leave them, one with a
+    process still inside."""
+    name = f"coworkgym-testbed-test-{uuid.uuid4().hex[:8]}"
+    hierarchies = [
+        h for h in sorted(CGROUP_FS.iterdir()) if h.is_dir() and (h / "cgroup.procs").exists()
+    ]
+    assert UNIFIED in hierarchies and len(hierarchies) > 1
+    leaf = Path(name, "kubepods", "besteffort", "pod-1", "container-1")
+    for h in hierarchies:
+        (h / leaf).mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        (UNIFIED / leaf / "cgroup.procs").write_text(str(sleeper.pid))
+        (CGROUP_FS / "pids" / leaf / "cgroup.procs").write_text(str(sleeper.pid))
+
+        assert kill_pod_processes(name) == 1
+        assert sleeper.wait(10) == -9
+        assert cgroups_down(name) == []
+        assert [h for h in hierarchies if (h / name).exists()] == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for h in hierarchies:
+            for d in sorted((h / name).glob("**/"), key=lambda p: -len(p.parts)):
+                d.rmdir()

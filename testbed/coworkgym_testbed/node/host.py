@@ -7,7 +7,9 @@ that and nothing else:
   pod may reach other pods and the node's relay ports, nothing beyond the machine);
 - two sysctls (forwarding, bridged packets through iptables), put back afterwards;
 - the cgroup `/coworkgym-testbed` in every v1 hierarchy (the kubelet's cgroupRoot: every pod
-  process lives below it, so teardown finds them there rather than by name);
+  process lives below it, so teardown finds them there rather than by name), and the same
+  path in the unified (v2) hierarchy, where runc also places each container on a hybrid
+  machine;
 - the network namespaces the CRI made for pods (`/run/netns/cni-*` that were not there
   before);
 - the chains the kubelet and kube-router write, and kube-router's ipsets.
@@ -206,12 +208,14 @@ def netns_now() -> set[str]:
 
 
 # ---- cgroups and mounts -------------------------------------------------------------------
-def _hierarchies() -> list[Path]:
-    """The mounted cgroup v1 hierarchies the kubelet uses (cpu, memory, pids, ...)."""
+def _hierarchies(unified: bool = False) -> list[Path]:
+    """The mounted cgroup v1 hierarchies the kubelet uses (cpu, memory, pids, ...); with
+    `unified`, also the v2 hierarchy of a hybrid machine, which the kubelet does not manage
+    but runc fills (one cgroup per pod and container, left empty when they stop)."""
     return [
         p
         for p in sorted(CGROUP_FS.iterdir())
-        if p.is_dir() and (p / "cgroup.procs").exists() and p.name != "unified"
+        if p.is_dir() and (p / "cgroup.procs").exists() and (unified or p.name != "unified")
     ]
 
 
@@ -224,20 +228,21 @@ def cgroups_up() -> None:
                 (root / f).write_text((h / f).read_text())
 
 
-def _cgroup_dirs_deepest_first(h: Path) -> list[Path]:
-    root = h / CGROUP_ROOT
+def _cgroup_dirs_deepest_first(h: Path, name: str = CGROUP_ROOT) -> list[Path]:
+    root = h / name
     if not root.is_dir():
         return []
     return [*sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), root]
 
 
-def kill_pod_processes() -> int:
-    """SIGKILL every process left in the node's cgroups (containers, pause). Returns how many."""
+def kill_pod_processes(name: str = CGROUP_ROOT) -> int:
+    """SIGKILL every process left in the node's cgroups (containers, pause), in every
+    hierarchy. Returns how many."""
     killed: set[int] = set()
     for _ in range(20):
         pids: set[int] = set()
-        for h in _hierarchies():
-            for d in _cgroup_dirs_deepest_first(h):
+        for h in _hierarchies(unified=True):
+            for d in _cgroup_dirs_deepest_first(h, name):
                 with contextlib.suppress(OSError):
                     pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
         pids -= {os.getpid()}
@@ -251,11 +256,17 @@ def kill_pod_processes() -> int:
     return len(killed)
 
 
-def cgroups_down() -> None:
-    for h in _hierarchies():
-        for d in _cgroup_dirs_deepest_first(h):
-            with contextlib.suppress(OSError):
+def cgroups_down(name: str = CGROUP_ROOT) -> list[Path]:
+    """Remove the node's cgroups in every hierarchy, the unified one included. Returns those
+    that could not be removed (a process still in them)."""
+    left = []
+    for h in _hierarchies(unified=True):
+        for d in _cgroup_dirs_deepest_first(h, name):
+            try:
                 d.rmdir()
+            except OSError:
+                left.append(d)
+    return left
 
 
 def kill_shims(run_dir: Path) -> None:
