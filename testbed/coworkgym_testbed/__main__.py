@@ -4,7 +4,8 @@ up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse 
          --node adds a node (containerd + kubelet, root only) on which pods really run
 down     stop it (logs stay in the run dir)
 status   one line per component; exit 1 unless all are running and ready
-env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"
+env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"; with a node,
+         also the relays pods use (COWORKGYM_API_NODE_PORT, COWORKGYM_S3_NODE_ENDPOINT, ...)
 schemas  write kubeconform schemas from the running API server into DIR
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from . import testbed as tb_mod
 from .binaries import MissingBinaryError, which
-from .node import NodeError
+from .node import NODE_IP, NodeError
 from .schemas import SCHEMA_TEMPLATE, generate
 
 
@@ -33,6 +34,12 @@ def _loaded(run_dir: Path | None) -> tb_mod.Testbed:
         _say(f"no test-bed recorded in {run_dir or tb_mod.default_run_dir()}; run `up` first")
         raise SystemExit(1)
     return tb
+
+
+def env_command(run_dir: Path) -> str:
+    """The `env` command line with absolute paths, so that it works from any folder."""
+    python = shlex.quote(str(Path(sys.executable).absolute()))
+    return f"{python} -m coworkgym_testbed --dir {shlex.quote(str(run_dir))} env"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if started:
             _say(f"up in {time.monotonic() - t0:.1f}s; logs in {tb.run_dir / 'logs'}")
-        _say(f'use it from a shell: eval "$({sys.executable} -m coworkgym_testbed env)"')
+        _say(f'use it from a shell (any folder): eval "$({env_command(tb.run_dir)})"')
         return 0
     if args.cmd == "down":
         stopped = tb_mod.down(args.dir)
@@ -80,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'s3':<24} {tb.s3_endpoint} bucket={tb.s3_bucket}")
         if tb.node:
             print(f"{'s3 (from pods)':<24} {tb.s3_node_endpoint}")
+            print(f"{'api (from pods)':<24} https://{NODE_IP}:{tb.api_node_port}")
+        print(f"{'kubeconfig':<24} {tb.kubeconfig}")
+        print(f"{'shell':<24} eval \"$({env_command(tb.run_dir)})\"")
         healthy = tb.healthy()
         print("healthy" if healthy else "NOT healthy")
         return 0 if healthy else 1

@@ -28,7 +28,7 @@ from . import pki as pki_mod
 from . import proc
 from .binaries import which
 from .components import COMPONENTS, LOOPBACK, Cluster, Component, S3Credentials
-from .node import NODE_COMPONENTS, api_node_port, s3_node_endpoint, unmount_below
+from .node import NODE_COMPONENTS, NODE_IP, api_node_port, s3_node_endpoint, unmount_below
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -130,7 +130,17 @@ class Testbed:
             "AWS_ENDPOINT_URL_S3": self.s3_endpoint,
             # Never let an AWS SDK probe the instance-metadata address for credentials.
             "AWS_EC2_METADATA_DISABLED": "true",
-        } | ({"COWORKGYM_S3_NODE_ENDPOINT": self.s3_node_endpoint} if self.node else {})
+        } | (self.node_env() if self.node else {})
+
+    def node_env(self) -> dict[str, str]:
+        """Where pods on the node reach the S3 server and the API server (the node's relays):
+        what a Helm install of the operator on the node needs (testbed/values.yaml)."""
+        return {
+            "COWORKGYM_NODE_IP": NODE_IP,
+            "COWORKGYM_S3_NODE_ENDPOINT": self.s3_node_endpoint,
+            "COWORKGYM_S3_NODE_PORT": str(self.ports["s3-node-relay"]),
+            "COWORKGYM_API_NODE_PORT": str(self.api_node_port),
+        }
 
     @property
     def s3_node_endpoint(self) -> str:
