@@ -58,6 +58,7 @@ class LoopStatus(BaseModel):
     verifier_feedback: list[Defect] = Field(default_factory=list)
     rounds: list[Round] = Field(default_factory=list)
     message: str = ""
+    failed_stage: Stage | None = Field(None, description="the stage that ended the loop (Failed)")
 
     @property
     def defects(self) -> list[Defect]:
@@ -139,7 +140,7 @@ def revised_builder(s: LoopStatus, e: Event, b: Budget) -> Decision:
         Phase.REVISING,
         RunStage("verifier", list(s.verifier_feedback)),
         attempts=1,
-        rebuild_verifier_after_builder=False,
+        builder_feedback=[],  # handled: the Builder's revision is done
         message="revising the verifier after the builder",
     )
 
@@ -149,6 +150,7 @@ def executed(s: LoopStatus, e: Event, b: Budget) -> Decision:
     errors = [d for d in e.defects if d.severity == "error"]
     rounds = [*s.rounds, Round(iteration=s.iteration + 1, defects=e.defects[:MAX_RECORDED_DEFECTS])]
     done = s.iteration + 1
+    # Feedback is what the next revision works on: none is left once no revision follows.
     if not errors:
         return _go(
             s,
@@ -157,6 +159,8 @@ def executed(s: LoopStatus, e: Event, b: Budget) -> Decision:
             iteration=done,
             rounds=rounds,
             attempts=1,
+            builder_feedback=[],
+            verifier_feedback=[],
             message="releasing",
         )
     if done >= b.max_iterations:
@@ -165,6 +169,9 @@ def executed(s: LoopStatus, e: Event, b: Budget) -> Decision:
             Phase.REJECTED,
             iteration=done,
             rounds=rounds,
+            attempts=0,
+            builder_feedback=[],
+            verifier_feedback=[],
             message=f"{len(errors)} defect(s) left after {done} iteration(s)",
         )
     to_builder = [d for d in errors if d.owner == "builder"]
@@ -184,11 +191,19 @@ def executed(s: LoopStatus, e: Event, b: Budget) -> Decision:
 
 
 def revised_verifier(s: LoopStatus, e: Event, b: Budget) -> Decision:
-    return _go(s, Phase.EXECUTING, RunStage("detector"), attempts=1, message="executing")
+    return _go(
+        s,
+        Phase.EXECUTING,
+        RunStage("detector"),
+        attempts=1,
+        builder_feedback=[],
+        verifier_feedback=[],
+        message="executing",
+    )
 
 
 def released(s: LoopStatus, e: Event, b: Budget) -> Decision:
-    return _go(s, Phase.RELEASED, message="released")
+    return _go(s, Phase.RELEASED, attempts=0, message="released")
 
 
 def stage_failed(s: LoopStatus, e: Event, b: Budget) -> Decision:
@@ -197,7 +212,15 @@ def stage_failed(s: LoopStatus, e: Event, b: Budget) -> Decision:
         feedback = {"builder": s.builder_feedback, "verifier": s.verifier_feedback}
         again = RunStage(e.stage, list(feedback.get(e.stage, [])))
         return _go(s, s.phase, again, attempts=s.attempts + 1, message=f"retrying: {e.message}")
-    return _go(s, Phase.FAILED, message=f"{e.stage} failed: {e.message}")
+    return _go(
+        s,
+        Phase.FAILED,
+        attempts=0,
+        builder_feedback=[],
+        verifier_feedback=[],
+        failed_stage=e.stage,
+        message=f"{e.stage} failed: {e.message}",
+    )
 
 
 # (phase, event kind, stage) → handler. One comment per edge.

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from coworkgym.detector.defects import Defect
-from coworkgym.spec import EnvironmentSpec, SandboxSettings
+from coworkgym.spec import EnvironmentSpec, ResourceRequirements, SandboxSettings
 
 from .api.types import GROUP, KIND, VERSION
 from .settings import OperatorSettings
@@ -138,13 +138,20 @@ def stage_input(
     )
 
 
+FALLBACK_RESOURCES = ResourceRequirements(cpu="1", memory="2Gi")  # no chart value set either
+
+
 def _sandbox(spec: EnvironmentSpec, settings: OperatorSettings) -> SandboxSettings:
     """The spec's sandbox settings, with the operator's defaults where the spec has none."""
     mine = spec.sandbox
     defaults = settings.sandbox_defaults
+    # The CRD defaults none of these, so a field the user left out is None or empty here.
     return SandboxSettings(
-        image=mine.image if "image" in mine.model_fields_set else settings.role_image,
-        resources=mine.resources if "resources" in mine.model_fields_set else defaults.resources,
+        image=mine.image or settings.role_image,
+        resources=ResourceRequirements(
+            cpu=mine.resources.cpu or defaults.resources.cpu or FALLBACK_RESOURCES.cpu,
+            memory=mine.resources.memory or defaults.resources.memory or FALLBACK_RESOURCES.memory,
+        ),
         runtime_class_name=mine.runtime_class_name or defaults.runtime_class_name,
         node_selector=mine.node_selector or defaults.node_selector,
         tolerations=mine.tolerations or defaults.tolerations,

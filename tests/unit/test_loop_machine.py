@@ -154,3 +154,15 @@ def test_the_walks_cover_the_whole_transition_graph() -> None:
             for budget in (Budget(1), Budget(3)):  # a budget of one makes Rejected reachable
                 reachable.add(step(status, event, budget).status.phase)
     assert reachable == set(Phase)  # every phase, terminal ones included, is reachable
+
+
+def test_a_failure_names_its_stage_and_no_feedback_outlives_the_loop() -> None:
+    crash = StageFailed("verifier", "bad output", retryable=False)
+    events: list[Event] = [Start(), ok("builder"), ok("verifier"), Executed([LEAK, LOOSE])]
+    failed, _ = drive([*events, ok("builder"), crash])
+    assert failed.phase is Phase.FAILED and failed.failed_stage == "verifier"
+    assert failed.builder_feedback == [] and failed.verifier_feedback == []
+    released, _ = drive([*events, ok("builder"), ok("verifier"), Executed([]), ok("release")])
+    assert released.builder_feedback == [] and released.verifier_feedback == []
+    rejected, _ = drive([Start(), ok("builder"), ok("verifier"), Executed([LOOSE])], Budget(1))
+    assert rejected.phase is Phase.REJECTED and rejected.verifier_feedback == []

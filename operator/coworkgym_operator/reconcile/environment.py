@@ -27,7 +27,7 @@ from coworkgym.loop.machine import (
     Start,
     step,
 )
-from coworkgym.spec import EnvironmentSpec
+from coworkgym.spec import EnvironmentSpec, spec_problems
 
 from ..api.types import (
     MAX_DEFECTS_IN_STATUS,
@@ -127,7 +127,7 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
     try:
         spec = EnvironmentSpec.model_validate(env.get("spec") or {})
     except ValidationError as exc:
-        return _invalid(previous, generation, str(exc))
+        return _invalid(previous, generation, "; ".join(spec_problems(exc, "spec.")))
     state = _state(env)
     budget = Budget(max_iterations=spec.budget.max_iterations)
     plan = Plan(status={})
