@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
-from .package.errors import PackageError
+from .package.errors import PackageError, explain, location
 
 API_GROUP = "coworkgym.dev"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -30,53 +40,212 @@ class _Spec(BaseModel):
     )
 
 
-class TaskLabels(_Spec):
-    """A point in the taxonomy (see ``coworkgym.taxonomy``); validated against it."""
+# --- vocabularies known only at run time ---------------------------------------------------
+# The taxonomy (coworkgym/taxonomy/taxonomy.yaml) and the family registry import this module,
+# so their values are looked up lazily: when a schema is generated (the CRD's enums) and
+# when a spec is validated. Both read the same data the sampler uses.
 
-    capabilities: list[str] = Field(min_length=1, max_length=6)
-    scenario: str = Field(
-        description="scenario leaf path, e.g. data_analysis/reporting/periodic_report"
+
+def _taxonomy_values(field: str) -> list[str]:
+    from .taxonomy import load_taxonomy
+
+    tax = load_taxonomy()
+    return list(tax.leaves) if field == "scenario" else tax.vocabulary(field)  # type: ignore[arg-type]
+
+
+def registered_families() -> list[str]:
+    """Names of the procedural task families (coworkgym.families), sorted."""
+    from .families import FAMILIES
+
+    return sorted(FAMILIES)
+
+
+def _enum(values: Callable[[], list[str]]) -> Callable[[dict[str, Any]], None]:
+    """A json_schema_extra that lists the allowed values of a string, a list of strings, or
+    an optional string (the enum goes on the string itself, so null stays allowed)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        target = schema
+        if "items" in schema:
+            target = schema["items"]
+        elif "anyOf" in schema:
+            target = next(o for o in schema["anyOf"] if o.get("type") == "string")
+        target["enum"] = values()
+
+    return extra
+
+
+def _labels_enum(field: str) -> Callable[[dict[str, Any]], None]:
+    return _enum(lambda: _taxonomy_values(field))
+
+
+# Messages shared with the CRD's CEL rules (coworkgym_operator.api.crd), so the CLI and the
+# API server refuse a spec with the same words.
+LLM_BACKEND_NEEDS_MODEL = "an 'llm' backend needs 'model' and 'baseUrl'"
+RELEASE_URI_NOT_S3 = (
+    "must be an s3:// URI, e.g. s3://bucket/envs (cowork-gym synth writes to its --out "
+    "target instead; leave this unset there)"
+)
+_NAME = 64  # longest label name; bounds the CRD's strings so CEL rules stay cheap
+_LEAF = 160
+LabelName = Annotated[str, Field(max_length=_NAME)]
+
+
+class TaskLabels(_Spec):
+    """Where the task sits in the taxonomy (coworkgym/taxonomy/taxonomy.yaml): every label
+    must be a known value, and the combination must pass the taxonomy's incompatibility
+    rules (checked when the task is created)."""
+
+    capabilities: list[LabelName] = Field(
+        min_length=1,
+        max_length=6,
+        description="What the task exercises, primary capability first (1 to 6, each once).",
+        json_schema_extra=_labels_enum("capabilities"),
     )
-    difficulty: Literal["easy", "medium", "hard"] = "medium"
-    user_role: str = "analyst"
-    deliverables: list[str] = Field(default_factory=lambda: ["xlsx"], min_length=1)
-    modality: list[str] = Field(default_factory=lambda: ["tabular"], min_length=1)
-    safety: list[str] = Field(default_factory=list)
+    scenario: str = Field(
+        max_length=_LEAF,
+        description="The scenario leaf, domain/subdomain/leaf, e.g. "
+        "data_analysis/reporting/periodic_report.",
+        json_schema_extra=_labels_enum("scenario"),
+    )
+    difficulty: Literal["easy", "medium", "hard"] = Field(
+        "medium", description="How hard the task is for an agent."
+    )
+    user_role: str = Field(
+        "analyst",
+        max_length=_NAME,
+        description="The role of the user who asks for the work.",
+        json_schema_extra=_labels_enum("user_role"),
+    )
+    deliverables: list[LabelName] = Field(
+        default=["xlsx"],
+        min_length=1,
+        max_length=8,
+        description="File formats the agent must deliver (each once).",
+        json_schema_extra=_labels_enum("deliverables"),
+    )
+    modality: list[LabelName] = Field(
+        default=["tabular"],
+        min_length=1,
+        max_length=8,
+        description="Kinds of input the agent works from (each once).",
+        json_schema_extra=_labels_enum("modality"),
+    )
+    safety: list[LabelName] = Field(
+        default=[],
+        max_length=8,
+        description="Safety concerns the task involves (each once); 'none' says there are "
+        "none and stands alone.",
+        json_schema_extra=_labels_enum("safety"),
+    )
 
 
 class TaskSpec(_Spec):
-    labels: TaskLabels
-    family: str | None = Field(None, description="procedural family; chosen from labels if unset")
-    instruction: str | None = Field(None, description="a user request to ground (LLM backend)")
-    resources: list[str] = Field(default_factory=list, description="resource references")
-    turns: int = Field(1, ge=1, le=3, description="user turns, including the first request")
-    seed: int = Field(0, ge=0)
+    """The task to construct. Immutable once the loop has started."""
+
+    labels: TaskLabels = Field(description="Where the task sits in the taxonomy.")
+    family: str | None = Field(
+        None,
+        max_length=_NAME,
+        description="The procedural family that drafts the task (one of the registered "
+        "families); unset = chosen from the scenario label and the seed.",
+        json_schema_extra=_enum(registered_families),
+    )
+    instruction: str | None = Field(
+        None,
+        description="A user request for an LLM Builder to ground in real resources "
+        "(LLM backend only; the procedural families write their own).",
+    )
+    resources: list[str] = Field(
+        default_factory=list,
+        description="References to resources an LLM Builder may use (LLM backend only).",
+    )
+    turns: int = Field(
+        1, ge=1, le=3, description="User turns, including the first request (1 to 3)."
+    )
+    seed: int = Field(
+        0, ge=0, description="Seed of the family's draw: the same seed gives the same task."
+    )
+
+    @field_validator("family")
+    @classmethod
+    def _registered_family(cls, family: str | None) -> str | None:
+        known = registered_families()
+        if family is not None and family not in known:
+            raise PydanticCustomError(
+                "unknown_family",
+                f"{family!r} is not a registered task family; use one of {', '.join(known)}, "
+                "or leave it unset to choose one from the scenario",
+            )
+        return family
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_fit_the_taxonomy(cls, labels: TaskLabels) -> TaskLabels:
+        from .taxonomy import validate_labels
+
+        problems = validate_labels(labels, prefix="labels")
+        if problems:
+            # One error carries every problem; spec_problems() prints one line each, its
+            # path under the labels' own location (".capabilities[0]: ...").
+            below = [p.removeprefix("labels") for p in problems]
+            raise PydanticCustomError(TAXONOMY_ERROR, "\n".join(problems), {"problems": below})
+        return labels
+
+
+TAXONOMY_ERROR = "taxonomy"
 
 
 class RoleBackend(_Spec):
-    kind: Literal["procedural", "llm"] = "procedural"
-    model: str | None = None
-    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (LLM backend)")
-    api_key_secret: str | None = Field(None, description="Secret holding the API key (cluster)")
-    temperature: float = Field(0.2, ge=0, le=2)
-    max_turns: int = Field(40, ge=1, le=500)
+    """What runs one role: the procedural code, or an LLM behind an OpenAI-compatible API."""
+
+    kind: Literal["procedural", "llm"] = Field(
+        "procedural", description="procedural (no model) or llm."
+    )
+    model: str | None = Field(None, description="The model name (LLM backend).")
+    base_url: str | None = Field(
+        None, description="The OpenAI-compatible endpoint, e.g. http://llm-gateway:8000/v1."
+    )
+    api_key_secret: str | None = Field(
+        None, description="A Secret in the namespace holding the API key (cluster only)."
+    )
+    temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature (0 to 2).")
+    max_turns: int = Field(
+        40, ge=1, le=500, description="Most model turns the role may take (1 to 500)."
+    )
 
     @model_validator(mode="after")
     def _llm_needs_model(self) -> RoleBackend:
         if self.kind == "llm" and not (self.model and self.base_url):
-            raise ValueError("an 'llm' backend needs 'model' and 'baseUrl'")
+            raise PydanticCustomError("llm_backend", LLM_BACKEND_NEEDS_MODEL)
         return self
 
 
 class Backends(_Spec):
-    builder: RoleBackend = Field(default_factory=RoleBackend)
-    verifier: RoleBackend = Field(default_factory=RoleBackend)
-    detector: RoleBackend = Field(default_factory=RoleBackend)
+    """The backend of each role; each defaults to procedural."""
+
+    builder: RoleBackend = Field(
+        default_factory=RoleBackend, description="The Builder: drafts the task and solves it."
+    )
+    verifier: RoleBackend = Field(
+        default_factory=RoleBackend,
+        description="The Verifier Constructor: writes the checks from the task's inputs.",
+    )
+    detector: RoleBackend = Field(
+        default_factory=RoleBackend,
+        description="The Issue Detector's optional LLM review (its checks always run).",
+    )
 
 
 class Budget(_Spec):
-    max_iterations: int = Field(3, ge=1, le=10, description="build → execute → revise rounds")
-    stage_timeout_seconds: int = Field(900, ge=30, le=86_400)
+    """How much work the loop may spend on this environment."""
+
+    max_iterations: int = Field(
+        3, ge=1, le=10, description="Build, execute and revise rounds before rejecting (1 to 10)."
+    )
+    stage_timeout_seconds: int = Field(
+        900, ge=30, le=86_400, description="Longest one stage may run, in seconds (30 to 86400)."
+    )
 
 
 FaultKind = Literal["leak", "permissive_check", "wrong_reference", "missing_red_line"]
@@ -91,41 +260,96 @@ ALL_FAULTS: tuple[FaultKind, ...] = (
 class FaultInjection(_Spec):
     """Make the constructors emit realistic defects on purpose, to exercise the revise loop."""
 
-    probability: float = Field(0.0, ge=0, le=1)
-    kinds: list[FaultKind] = Field(default_factory=lambda: list(ALL_FAULTS))
+    probability: float = Field(
+        0.0, ge=0, le=1, description="Chance that a role emits a deliberate defect (0 to 1)."
+    )
+    kinds: list[FaultKind] = Field(
+        default_factory=lambda: list(ALL_FAULTS),
+        description="Which defects may be injected; unset = all of them.",
+    )
 
 
 class Release(_Spec):
-    uri: str | None = Field(None, description="s3://bucket/prefix or a local directory")
+    """Where a package that passes the Issue Detector is published."""
+
+    uri: str | None = Field(
+        None,
+        description="The s3://bucket/prefix the release stage writes the package to; unset "
+        "= the operator's default (Helm value s3.releaseUri). Only s3:// URIs are accepted "
+        "(cowork-gym synth publishes to its --out folder or s3:// URI instead).",
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _s3_only(cls, uri: str | None) -> str | None:
+        if uri is not None and not uri.startswith("s3://"):
+            raise PydanticCustomError("release_uri", RELEASE_URI_NOT_S3)
+        return uri
 
 
 class Toleration(_Spec):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """A Kubernetes toleration for the role pods."""
+
+    key: str | None = Field(None, description="The taint key; unset with Exists = every taint.")
+    operator: Literal["Exists", "Equal"] = Field(
+        "Equal", description="Equal matches key and value; Exists matches the key alone."
+    )
+    value: str | None = Field(None, description="The taint value (with Equal).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="The taint effect to tolerate; unset = every effect."
+    )
 
 
 class ResourceRequirements(_Spec):
-    cpu: str = "1"
-    memory: str = "2Gi"
+    """CPU and memory of each role pod (requests and limits alike)."""
+
+    cpu: str | None = Field(
+        None, description="A CPU quantity, e.g. 1 or 500m; unset = the operator's default."
+    )
+    memory: str | None = Field(
+        None, description="A memory quantity, e.g. 2Gi; unset = the operator's default."
+    )
 
 
 class SandboxSettings(_Spec):
-    image: str = "ghcr.io/cowork-gym/role-sandbox:0.1.0"
-    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
-    runtime_class_name: str | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    """How role pods run. Every field left unset takes the operator's setting (the Helm
+    chart's sandbox values), so none is defaulted here."""
+
+    image: str | None = Field(
+        None, description="The role image; unset = the operator's (Helm value sandbox.image)."
+    )
+    resources: ResourceRequirements = Field(
+        default_factory=ResourceRequirements,
+        description="CPU and memory per role pod; unset fields = the operator's.",
+    )
+    runtime_class_name: str | None = Field(
+        None, description="A RuntimeClass such as gvisor or kata; unset = the operator's."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Node labels role pods must match; empty = the operator's.",
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints role pods tolerate; empty = the operator's."
+    )
 
 
 class EnvironmentSpec(_Spec):
-    task: TaskSpec
-    backends: Backends = Field(default_factory=Backends)
-    budget: Budget = Field(default_factory=Budget)
-    fault_injection: FaultInjection = Field(default_factory=FaultInjection)
-    release: Release = Field(default_factory=Release)
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    """What to synthesize: a task, the roles' backends, the loop's budget and where the
+    released package goes."""
+
+    task: TaskSpec = Field(description="The task to construct (immutable).")
+    backends: Backends = Field(default_factory=Backends, description="The backend of each role.")
+    budget: Budget = Field(default_factory=Budget, description="Iterations and stage timeout.")
+    fault_injection: FaultInjection = Field(
+        default_factory=FaultInjection,
+        description="Deliberate defects, to exercise the revise loop (off by default).",
+    )
+    release: Release = Field(default_factory=Release, description="Where the package goes.")
+    sandbox: SandboxSettings = Field(
+        default_factory=SandboxSettings,
+        description="How role pods run (cluster only); unset fields = the operator's.",
+    )
 
     def digest(self) -> str:
         """Identity of what was asked for (resumable runs skip a digest already released)."""
@@ -134,6 +358,20 @@ class EnvironmentSpec(_Spec):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def spec_problems(error: ValidationError, prefix: str = "") -> list[str]:
+    """One sentence per problem, each naming the field (``prefix`` + its path): what a user
+    reads from the CLI, a stage's error, and the operator's InvalidSpec condition."""
+    lines = []
+    for e in error.errors():
+        where = location(e["loc"])
+        where = prefix + where if where != "(root)" else prefix.rstrip(".") or where
+        if e["type"] == TAXONOMY_ERROR:
+            lines += [where + p for p in e.get("ctx", {}).get("problems", [])]
+        else:
+            lines.append(f"{where}: {explain(e)}")
+    return lines
 
 
 class NamedSpec(BaseModel):
@@ -160,8 +398,7 @@ def parse_spec_document(doc: Any, source: str) -> NamedSpec:
     try:
         spec = EnvironmentSpec.model_validate(body)
     except ValidationError as exc:
-        problems = PackageError.from_validation(source, exc).problems
-        raise PackageError([p.replace(": ", f": {prefix}", 1) for p in problems]) from exc
+        raise PackageError([f"{source}: {p}" for p in spec_problems(exc, prefix)]) from exc
     return NamedSpec(name=name, spec=spec)
 
 

@@ -19,13 +19,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..detector import IssueDetector
 from ..detector.defects import Defect
 from ..package.assemble import assemble
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..sandbox.direct import DirectSandbox
-from ..spec import EnvironmentSpec
+from ..spec import EnvironmentSpec, spec_problems
 from . import io
 from .base import RoleError, RoleRequest
 from .procedural import ProceduralBuilder, ProceduralVerifierConstructor
@@ -46,8 +48,17 @@ def _runtime() -> LocalRuntime:
     return LocalRuntime(sandbox=DirectSandbox())
 
 
+def _spec(wire: Any) -> EnvironmentSpec:
+    """The stage's spec; one the models refuse is the user's to fix, so never retried."""
+    try:
+        return EnvironmentSpec.model_validate(wire)
+    except ValidationError as exc:
+        problems = "; ".join(spec_problems(exc, "spec."))
+        raise RoleError(f"the spec is invalid: {problems}", retryable=False) from exc
+
+
 def run_stage(stage: str, payload: dict[str, Any]) -> dict[str, Any]:
-    spec = EnvironmentSpec.model_validate(payload["spec"])
+    spec = _spec(payload["spec"])
     feedback = [Defect.model_validate(d) for d in payload.get("feedback", [])]
     request = RoleRequest(payload["name"], spec, int(payload.get("iteration", 0)), feedback)
     builder_dir = _dir("COWORKGYM_BUILDER_DIR", "/work/builder")

@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
-from .model import Capability, Domain, Rule, Taxonomy, load_taxonomy, validate_labels
+from .model import (
+    Capability,
+    Domain,
+    Rule,
+    Taxonomy,
+    load_taxonomy,
+    rule_holds,
+    rule_message,
+    validate_labels,
+)
 from .sampler import Coverage, SampledSpec, cell_of, coverage, sample_specs
 
 __all__ = [
@@ -16,6 +25,8 @@ __all__ = [
     "cell_of",
     "coverage",
     "load_taxonomy",
+    "rule_holds",
+    "rule_message",
     "sample_specs",
     "validate_labels",
 ]

@@ -268,25 +268,39 @@ def _describe(condition: dict[RuleField, list[str]]) -> str:
     return " and ".join(parts)
 
 
-def _check_rule(rule: Rule, labels: TaskLabels, prefix: str) -> list[str]:
-    trigger = _matched(labels, rule.when)
-    if not trigger:
-        return []
-    field = next(iter(trigger))
-    where, cause = _where(prefix, field), _describe(trigger)
+def rule_message(rule: Rule) -> tuple[RuleField, str]:
+    """The field a broken rule is reported on (the first of its ``when``) and its message.
+
+    The message is the same whichever labels broke the rule, so the CRD's CEL rule for it
+    (coworkgym_operator.api.labels) says word for word what the CLI says.
+    """
+    field = next(iter(rule.when))
+    cause = _describe(rule.when)
     if rule.requires_any:
-        if any(_matched(labels, c) for c in rule.requires_any):
-            return []
         need = " or ".join(_describe(dict(c)) for c in rule.requires_any)
-        return [
-            f"{where}: {cause} requires {need} (rule {rule.id}: {rule.reason}); "
+        return field, (
+            f"{cause} requires {need} (rule {rule.id}: {rule.reason}); "
             f"fix: add one of these, or drop {cause}"
-        ]
-    clash = _matched(labels, rule.forbids) if rule.forbids else {}
-    if not clash:
-        return []
-    fields = " or ".join(_where(prefix, f) for f in clash)
-    return [
-        f"{where}: {cause} is incompatible with {_describe(clash)} "
+        )
+    assert rule.forbids is not None  # a rule has exactly one effect (Rule._one_effect)
+    fields = " or ".join(_WIRE.get(f, f) for f in rule.forbids)
+    return field, (
+        f"{cause} is incompatible with {_describe(rule.forbids)} "
         f"(rule {rule.id}: {rule.reason}); fix: change {fields}, or drop {cause}"
-    ]
+    )
+
+
+def rule_holds(rule: Rule, labels: TaskLabels) -> bool:
+    """Whether ``labels`` satisfy ``rule`` (a rule that does not apply holds)."""
+    if not _matched(labels, rule.when):
+        return True
+    if rule.requires_any:
+        return any(_matched(labels, c) for c in rule.requires_any)
+    return not (rule.forbids and _matched(labels, rule.forbids))
+
+
+def _check_rule(rule: Rule, labels: TaskLabels, prefix: str) -> list[str]:
+    if rule_holds(rule, labels):
+        return []
+    field, message = rule_message(rule)
+    return [f"{_where(prefix, field)}: {message}"]

@@ -14,6 +14,7 @@ import yaml
 
 from coworkgym.spec import SandboxSettings, parse_spec_document
 from coworkgym.taxonomy import validate_labels
+from coworkgym_operator.settings import OperatorSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cowork-gym"
@@ -51,7 +52,9 @@ def test_the_sandbox_values_are_valid_sandbox_settings(values: dict[str, Any]) -
 def test_the_default_sandbox_image_follows_the_app_version(values: dict[str, Any]) -> None:
     chart = load_yaml(CHART / "Chart.yaml")
     assert values["sandbox"]["image"].rsplit(":", 1)[1] == chart["appVersion"]
-    assert values["sandbox"]["image"] == SandboxSettings().image
+    # the spec leaves the image unset (SandboxSettings().image is None): the operator's wins
+    assert SandboxSettings().image is None
+    assert values["sandbox"]["image"] == OperatorSettings().role_image
 
 
 def _normalized(node: Schema, defs: dict[str, Schema]) -> Schema:
@@ -90,6 +93,12 @@ def _normalized(node: Schema, defs: dict[str, Schema]) -> Schema:
 def test_the_schema_sandbox_section_matches_the_pydantic_model(schema: Schema) -> None:
     model = SandboxSettings.model_json_schema(by_alias=True)
     want = _normalized(model, model.get("$defs", {}))
+    # A spec may leave these unset (null = the operator's); the chart is where they are set.
+    for field in (
+        want["properties"]["image"],
+        *want["properties"]["resources"]["properties"].values(),
+    ):
+        field["nullable"] = False
     got = _normalized(schema["properties"]["sandbox"], schema.get("definitions", {}))
     assert got == want
 
