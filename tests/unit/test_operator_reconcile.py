@@ -54,8 +54,11 @@ def test_crd_schema_is_structural_and_validates() -> None:
     assert "x-kubernetes-validations" in spec
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
         "Phase",
+        "Family",
         "Iteration",
         "Package",
+        "Message",
+        "Defects",
         "Age",
     ]
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from coworkgym.spec import EnvironmentSpec
+from coworkgym.spec import LLM_BACKEND_NEEDS_MODEL, RELEASE_URI_NOT_S3, EnvironmentSpec
 
+from .labels import label_rules
 from .types import GROUP, KIND, PLURAL, SHORT_NAME, SINGULAR, VERSION, CoworkEnvironmentStatus
 
 REPO = Path(__file__).resolve().parents[3]
@@ -28,7 +29,8 @@ TARGETS = [
 ]
 DROP = {"title", "examples", "additionalProperties_false"}
 
-# CEL rules where the schema alone cannot say it; each message names the field and the fix.
+# CEL rules where the schema alone cannot say it. Each message is the one the pydantic
+# models give for the same spec (coworkgym.spec), and fieldPath names the same field.
 CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
         {
@@ -40,17 +42,27 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec", "release"): [
         {
             "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
-            "message": "spec.release.uri must be an s3:// URI on a cluster (e.g. s3://bucket/envs)",
+            "message": RELEASE_URI_NOT_S3,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
         }
     ],
+    ("spec", "task", "labels"): label_rules(),
 }
 for role in ("builder", "verifier", "detector"):
     CEL_RULES[("spec", "backends", role)] = [
         {
             "rule": "self.kind != 'llm' || (has(self.model) && has(self.baseUrl))",
-            "message": f"spec.backends.{role}: an 'llm' backend needs 'model' and 'baseUrl'",
+            "message": LLM_BACKEND_NEEDS_MODEL,
+            "reason": "FieldValueRequired",
         }
     ]
+
+# Lists whose items are a set: the API server refuses a duplicate as the models do.
+SET_LISTS = [
+    ("spec", "task", "labels", name)
+    for name in ("capabilities", "deliverables", "modality", "safety")
+]
 
 
 def structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +100,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         node["items"] = structural(node["items"], defs)
     if node.get("default") is None and "default" in node:
         del node["default"]
+    if "description" in node:  # docstrings wrap; kubectl explain wraps again
+        node["description"] = " ".join(node["description"].split())
     return node
 
 
@@ -96,13 +110,36 @@ def _schema(model: type[Any]) -> dict[str, Any]:
     return structural(raw, raw.get("$defs", {}))
 
 
+def _node(spec_schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    node: dict[str, Any] = {"properties": {"spec": spec_schema}}
+    for part in path:
+        node = node["properties"][part]
+    return node
+
+
 def _add_cel(spec_schema: dict[str, Any]) -> None:
-    root = {"properties": {"spec": spec_schema}}
     for path, rules in CEL_RULES.items():
-        node: dict[str, Any] = root
-        for part in path:
-            node = node["properties"][part]
-        node["x-kubernetes-validations"] = rules
+        _node(spec_schema, path)["x-kubernetes-validations"] = rules
+    for path in SET_LISTS:
+        _node(spec_schema, path)["x-kubernetes-list-type"] = "set"
+
+
+# kubectl get: the outcome at a glance; -o wide (priority 1) adds the defects found last.
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Family", "type": "string", "jsonPath": ".spec.task.family"},
+    {"name": "Iteration", "type": "integer", "jsonPath": ".status.iteration"},
+    {"name": "Package", "type": "string", "jsonPath": ".status.packageUri"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
+    {
+        "name": "Defects",
+        "type": "string",
+        "jsonPath": ".status.defects[*].code",
+        "priority": 1,
+        "description": "codes of the defects the Issue Detector found in the last round",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
 
 
 def crd() -> dict[str, Any]:
@@ -140,17 +177,7 @@ def crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {"name": "Iteration", "type": "integer", "jsonPath": ".status.iteration"},
-                        {
-                            "name": "Package",
-                            "type": "string",
-                            "jsonPath": ".status.packageUri",
-                            "priority": 0,
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",

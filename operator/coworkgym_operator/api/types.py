@@ -23,40 +23,60 @@ class _Status(BaseModel):
 
 
 class Condition(_Status):
-    type: str
-    status: str = Field(pattern="^(True|False|Unknown)$")
-    reason: str
-    message: str = ""
-    last_transition_time: str
-    observed_generation: int | None = None
+    """One aspect of the loop's progress (coworkgym_operator/api/conditions.py lists them)."""
+
+    type: str = Field(description="Built, VerifierBuilt, Executed, Released, Failed, ...")
+    status: str = Field(pattern="^(True|False|Unknown)$", description="True, False or Unknown.")
+    reason: str = Field(description="One CamelCase word saying why, e.g. DefectsFound.")
+    message: str = Field("", description="What happened, in a sentence.")
+    last_transition_time: str = Field(description="When the status last changed (RFC 3339).")
+    observed_generation: int | None = Field(
+        None, description="The spec generation this condition was computed from."
+    )
 
 
 class DefectSummary(_Status):
-    code: str
-    owner: str
-    severity: str
-    message: str = Field(max_length=512)
+    """A defect the Issue Detector found in the last round."""
+
+    code: str = Field(description="The defect's code, e.g. LEAK_EXPECTED_VALUE.")
+    owner: str = Field(description="The role that must fix it: builder or verifier.")
+    severity: str = Field(description="error (blocks release) or warning.")
+    message: str = Field(max_length=512, description="What is wrong, and where.")
 
 
 class StageTiming(_Status):
-    stage: str
-    seconds: float
+    """Time spent in one stage, summed over iterations and attempts."""
+
+    stage: str = Field(description="builder, verifier, detector or release.")
+    seconds: float = Field(description="Seconds its Jobs ran.")
 
 
 class CoworkEnvironmentStatus(_Status):
     """Written once per reconcile by the controller; never edited by users."""
 
-    phase: str = Field("Pending", description="derived from the conditions, for kubectl get")
-    iteration: int = Field(0, description="completed execute steps")
-    observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
-    defects: list[DefectSummary] = Field(default_factory=list, max_length=MAX_DEFECTS_IN_STATUS)
-    stage_timings: list[StageTiming] = Field(default_factory=list)
-    package_uri: str | None = None
-    package_digest: str | None = None
-    message: str = ""
+    phase: str = Field(
+        "Pending", description="One word derived from the conditions, for kubectl get."
+    )
+    iteration: int = Field(0, description="Completed execute steps (Issue Detector runs).")
+    observed_generation: int | None = Field(
+        None, description="The spec generation the status was computed from."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="The status contract: one entry per condition type."
+    )
+    defects: list[DefectSummary] = Field(
+        default_factory=list,
+        max_length=MAX_DEFECTS_IN_STATUS,
+        description=f"Defects found in the last round (at most {MAX_DEFECTS_IN_STATUS}).",
+    )
+    stage_timings: list[StageTiming] = Field(
+        default_factory=list, description="Time spent per stage."
+    )
+    package_uri: str | None = Field(None, description="Where the released package is.")
+    package_digest: str | None = Field(None, description="The released package's digest.")
+    message: str = Field("", description="The latest outcome or error, in a sentence.")
     loop: dict[str, object] = Field(
-        default_factory=dict, description="the loop engine's state (opaque to users)"
+        default_factory=dict, description="The loop engine's state (opaque to users)."
     )
 
 
