@@ -33,6 +33,9 @@ LABEL_ENV = "coworkgym.dev/environment"
 LABEL_STAGE = "coworkgym.dev/stage"
 LABEL_SANDBOX = "coworkgym.dev/sandbox"
 LABEL_EGRESS = "coworkgym.dev/egress"
+# the environment's metadata.generation a stage Job was built from: a Job from an older
+# spec whose pod cannot start is replaced at once (the fix may be in the new spec)
+LABEL_GENERATION = "coworkgym.dev/generation"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cowork-gym"}
 
 
@@ -252,7 +255,11 @@ def stage_job(
         "metadata": _meta(
             env,
             job_name(name, stage, iteration, attempt),
-            **{LABEL_STAGE: stage, "coworkgym.dev/iteration": str(iteration)},
+            **{
+                LABEL_STAGE: stage,
+                "coworkgym.dev/iteration": str(iteration),
+                LABEL_GENERATION: str(env["metadata"].get("generation", 0)),
+            },
         ),
         "spec": {
             "backoffLimit": 0,  # retries are the loop's decision, not the Job's

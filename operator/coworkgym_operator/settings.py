@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Literal
 
 from coworkgym.spec import SandboxSettings
+
+# What happens to an environment's role volumes (PVCs) once it is Released, Rejected or
+# Failed: Delete frees the storage at once; Retain keeps them (to inspect the role
+# outputs) until the environment is deleted.
+VolumeRetention = Literal["Delete", "Retain"]
+VOLUME_RETENTIONS: tuple[VolumeRetention, ...] = ("Delete", "Retain")
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,11 @@ class OperatorSettings:
     gateway_port: int = 8000
     job_ttl_seconds: int = 3600
     reconcile_interval: float = 3.0
+    # A stage whose pod has not started this long after its Job was created, while its pod
+    # reports why (image pull, scheduling, volume binding) or has not been scheduled at
+    # all, is ended and retried like a failed one, instead of waiting for the stage timeout.
+    stage_start_grace_seconds: float = 120.0
+    volume_retention: VolumeRetention = "Delete"
     sandbox_defaults: SandboxSettings = field(default_factory=SandboxSettings)
 
     @classmethod
@@ -49,8 +61,21 @@ class OperatorSettings:
             gateway_labels=gateway,
             gateway_port=int(env.get("COWORKGYM_GATEWAY_PORT", cls.gateway_port)),
             reconcile_interval=float(env.get("COWORKGYM_RECONCILE_INTERVAL", 3.0)),
+            stage_start_grace_seconds=float(
+                env.get("COWORKGYM_STAGE_START_GRACE_SECONDS", cls.stage_start_grace_seconds)
+            ),
+            volume_retention=_retention(env.get("COWORKGYM_VOLUME_RETENTION", "Delete")),
             # the chart's `sandbox` values (camelCase JSON), applied where a spec sets none
             sandbox_defaults=SandboxSettings.model_validate_json(
                 env.get("COWORKGYM_SANDBOX_DEFAULTS") or "{}"
             ),
         )
+
+
+def _retention(value: str) -> VolumeRetention:
+    if value not in VOLUME_RETENTIONS:
+        raise ValueError(
+            f"COWORKGYM_VOLUME_RETENTION={value!r}: expected one of {', '.join(VOLUME_RETENTIONS)}"
+            " (the chart's sandboxVolumes.retention)"
+        )
+    return value

@@ -1,15 +1,28 @@
 """Condition types and reasons: the status contract. The phase is derived from them.
 
-- Built          True when the Builder's output of this round exists
-                 (reasons: Building, Built, BuilderFailed)
-- VerifierBuilt  True when the verifier of this round exists
-                 (reasons: Constructing, VerifierBuilt, VerifierFailed)
-- Executed       True when the Issue Detector finished this round
-                 (reasons: Executing, NoDefects, DefectsFound, DetectorFailed)
-- Released       True when the package is in the release store
-                 (reasons: Releasing, Released, ReleaseFailed, Rejected)
-- Failed         True when the loop stopped without a verdict
-                 (reasons: StageFailed, InvalidSpec)
+Every condition is always present, with a reason and a message. ``True`` means the stage's
+output is current: produced in this iteration, or carried over from an earlier one that
+no defect invalidated. ``Unknown`` means the stage is running now (its message says which
+attempt, a retry's cause, or why its pod cannot start). ``False`` says why not.
+
+- Built          the Builder's output of the current iteration exists
+                 (reasons: Building, Built, BuilderFailed, Waiting)
+- VerifierBuilt  the verifier of the current iteration exists
+                 (reasons: Constructing, VerifierBuilt, VerifierFailed, Waiting, NotReached)
+- Executed       the Issue Detector ran on the current outputs and found no error
+                 (reasons: Executing, NoDefects, DefectsFound, DetectorFailed, Waiting,
+                 NotReached)
+- Released       the package is in the release store
+                 (reasons: Releasing, Released, ReleaseFailed, Rejected, Waiting, NotReached)
+- Failed         the loop stopped without a verdict
+                 (True: StageFailed, InvalidSpec; False: InProgress, Released, Rejected)
+- Complete       the environment reached its outcome, whichever it is: True with reason
+                 Released, Rejected or Failed, so that
+                 ``kubectl wait --for=condition=Complete`` returns for every outcome
+                 (False: InProgress)
+
+Waiting: an earlier stage of this iteration has not produced its output yet.
+NotReached: the loop ended (a stage failed) before this stage ran.
 """
 
 from __future__ import annotations
@@ -23,10 +36,13 @@ class ConditionType(StrEnum):
     EXECUTED = "Executed"
     RELEASED = "Released"
     FAILED = "Failed"
+    COMPLETE = "Complete"
 
 
 class ConditionReason(StrEnum):
-    PENDING = "Pending"
+    WAITING = "Waiting"
+    NOT_REACHED = "NotReached"
+    IN_PROGRESS = "InProgress"
     BUILDING = "Building"
     BUILT = "Built"
     BUILDER_FAILED = "BuilderFailed"
@@ -41,5 +57,6 @@ class ConditionReason(StrEnum):
     RELEASED = "Released"
     RELEASE_FAILED = "ReleaseFailed"
     REJECTED = "Rejected"
+    FAILED = "Failed"
     STAGE_FAILED = "StageFailed"
     INVALID_SPEC = "InvalidSpec"
