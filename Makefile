@@ -57,6 +57,10 @@ testbed-images: ## Build the node's images (pause, role sandbox, operator) with 
 testbed-up: install ## Start the local Kubernetes control plane + S3 server (NODE=1: and a node)
 	$(PY) -m coworkgym_testbed up $(if $(NODE),--node)
 
+.PHONY: testbed-operator
+testbed-operator: install ## Install the operator on the test-bed's node (Helm, testbed/values.yaml, namespace cowork-gym)
+	PY=$(PY) testbed/install-operator.sh
+
 .PHONY: testbed-down
 testbed-down: ## Stop the test-bed
 	$(PY) -m coworkgym_testbed down

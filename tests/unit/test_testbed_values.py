@@ -1,0 +1,88 @@
+"""testbed/values.yaml (the chart's values for the test-bed's node, docs/deploy.md "Try it
+on the test-bed") against the chart's schema and the test-bed's own names: the images it
+imports, the node address, the bucket; and the docs' blocks that test_docs_path.py runs. The
+install itself: tests/testbed/test_docs_path.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from coworkgym.spec import SandboxSettings
+from coworkgym_testbed import images
+from coworkgym_testbed.pki import NODE_IP
+from coworkgym_testbed.testbed import BUCKET
+from tests.support.docs import docs_block
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "cowork-gym"
+VALUES = ROOT / "testbed" / "values.yaml"
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of values: maps merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def installed_values() -> dict[str, Any]:
+    """What install-operator.sh hands helm: the chart's values, the file, the relays."""
+    relays = {
+        "operator": {
+            "extraEnv": [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": NODE_IP},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": "40001"},
+            ]
+        },
+        "s3": {"endpoint": f"http://{NODE_IP}:40002"},
+        "networkPolicy": {"objectStore": {"port": 40002}},
+    }
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())
+    return merged(merged(chart, yaml.safe_load(VALUES.read_text())), relays)
+
+
+def test_the_testbed_values_pass_the_charts_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.validate(installed_values(), schema)
+    SandboxSettings.model_validate(installed_values()["sandbox"])
+
+
+def test_the_testbed_values_name_what_the_testbed_has() -> None:
+    values = yaml.safe_load(VALUES.read_text())
+    image = values["operator"]["image"]
+    assert f"{image['repository']}:{image['tag']}" == images.OPERATOR_IMAGE
+    assert values["sandbox"]["image"] == images.ROLE_IMAGE
+    # Preloaded images only: a pull would fail (the node reaches nothing beyond itself).
+    assert image["pullPolicy"] == values["sandboxImagePullPolicy"] == "Never"
+    assert values["networkPolicy"]["objectStore"]["cidr"] == f"{NODE_IP}/32"
+    assert values["s3"]["releaseUri"].startswith(f"s3://{BUCKET}/")
+
+
+def test_the_documented_commands_are_where_test_docs_path_reads_them() -> None:
+    tried = docs_block("try").splitlines()
+    assert tried[0] == "make testbed-up NODE=1"
+    assert "make testbed-operator" in tried
+    assert "kubectl apply -f examples/specs/weather-report.yaml" in tried
+    waits = [line for line in tried if line.startswith("kubectl -n cowork-gym wait ")]
+    assert waits and waits[0].endswith("cwe/weather-report-two-turns")
+    cleanup = docs_block("clean-up").splitlines()
+    # The environment goes before the operator (its finalizer needs a running operator).
+    assert cleanup[0].startswith("kubectl delete -f examples/specs/weather-report.yaml")
+    assert cleanup[1:] == [
+        "helm uninstall cowork-gym -n cowork-gym",
+        "kubectl delete namespace cowork-gym",
+    ]
+
+
+def test_the_examples_name_the_namespace_the_docs_install_into() -> None:
+    for path in sorted((ROOT / "examples" / "specs").glob("*.yaml")):
+        assert yaml.safe_load(path.read_text())["metadata"]["namespace"] == "cowork-gym", path
