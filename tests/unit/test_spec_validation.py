@@ -158,3 +158,24 @@ def test_a_stage_given_an_invalid_spec_fails_without_retry(
 def test_the_default_spec_round_trips_through_the_wire() -> None:
     spec = EnvironmentSpec.model_validate(GOOD["spec"])
     assert EnvironmentSpec.model_validate(spec.to_wire()) == spec
+
+
+# --- the operator: a spec the schema let through is Failed, with a sentence --------------
+
+
+def test_the_operator_marks_an_invalid_spec_failed_with_a_sentence() -> None:
+    from coworkgym_operator.reconcile.environment import Observed, reconcile
+    from coworkgym_operator.settings import OperatorSettings
+
+    env = {
+        **manifest_with({"task": {"family": "cooking"}}),
+        "metadata": {"name": "demo", "namespace": "ns", "uid": "u-1", "generation": 1},
+        "status": {},
+    }
+    plan = reconcile(env, Observed(), OperatorSettings())
+    assert plan.status["phase"] == "Failed" and plan.create == []
+    message = plan.status["message"]
+    assert message.startswith("invalid spec: spec.task.family: 'cooking' is not a registered")
+    assert "validation error" not in message and "[type=" not in message
+    [failed] = [c for c in plan.status["conditions"] if c["type"] == "Failed"]
+    assert (failed["status"], failed["reason"]) == ("True", "InvalidSpec")
