@@ -72,8 +72,10 @@ def test_the_documented_commands_are_where_test_docs_path_reads_them() -> None:
     assert tried[0] == "make testbed-up NODE=1"
     assert "make testbed-operator" in tried
     assert "kubectl apply -f examples/specs/weather-report.yaml" in tried
+    # Complete: set for every outcome, so the wait never runs to its timeout on a Rejected one.
     waits = [line for line in tried if line.startswith("kubectl -n cowork-gym wait ")]
-    assert waits and waits[0].endswith("cwe/weather-report-two-turns")
+    assert waits and waits[0].startswith("kubectl -n cowork-gym wait --for=condition=Complete ")
+    assert waits[0].endswith("cwe/weather-report-two-turns")
     cleanup = docs_block("clean-up").splitlines()
     # The environment goes before the operator (its finalizer needs a running operator).
     assert cleanup[0].startswith("kubectl delete -f examples/specs/weather-report.yaml")
