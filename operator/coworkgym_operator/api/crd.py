@@ -5,7 +5,21 @@
 
 Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,
 so references are inlined, ``anyOf [X, null]`` becomes ``nullable``, numeric exclusive
-bounds become boolean ones, and titles are dropped. Field docstrings/descriptions stay.
+bounds become boolean ones, and titles are dropped. Field descriptions stay (whitespace
+folded, so kubectl explain wraps them cleanly).
+
+What the API server refuses, and how that compares with the CLI (coworkgym.spec):
+
+- task.family and every taxonomy label are enums generated from the registered families
+  and coworkgym/taxonomy/taxonomy.yaml (the data the sampler uses): the API server says
+  'Unsupported value: "juggling": supported values: ...' on the same field the CLI names
+  ("'juggling' is not a known capability; did you mean ...?"). Adding a family or a label
+  changes the CRD: the drift check fails until `make generate` is run.
+- the taxonomy's incompatibility rules, release.uri and the LLM backend rule are CEL rules
+  whose message and fieldPath are the models' own, word for word.
+- every rule the taxonomy has today is expressible in CEL. A spec the CRD lets through but
+  the models refuse (an older CRD, a rule CEL could not say) is still stopped by the
+  operator: Failed, reason InvalidSpec, the models' field-named sentence, no Job created.
 """
 
 from __future__ import annotations
