@@ -31,7 +31,10 @@ def _say(msg: str) -> None:
 def _loaded(run_dir: Path | None) -> tb_mod.Testbed:
     tb = tb_mod.Testbed.load(run_dir)
     if tb is None:
-        _say(f"no test-bed recorded in {run_dir or tb_mod.default_run_dir()}; run `up` first")
+        _say(
+            f"no test-bed recorded in {run_dir or tb_mod.default_run_dir()}: run `up` first, or "
+            "name the run directory of a running one with --dir or $COWORKGYM_TESTBED_DIR"
+        )
         raise SystemExit(1)
     return tb
 
