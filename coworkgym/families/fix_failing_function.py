@@ -13,25 +13,39 @@ requirement (empty input → None) or extend the visible tests for a new helper,
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass
 from statistics import median as _median
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
 from ..verifier.spec import (
     Command,
     Component,
     DocumentValue,
-    InputsUnmodified,
-    RedLine,
-    RubricItem,
     TextRegex,
     VerifierSpec,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, parse_csv, read_csv_resource, write_csv
+from .common import (
+    NEVER,
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    output_artifacts,
+    parse_csv,
+    read_csv_resource,
+    requirement_added,
+    requirement_turn,
+    rubric,
+    user_state,
+    verifier_output,
+    when_exists,
+    write_csv,
+)
 
 MODULE, TESTS, DATA, FIXES = (
     "stats_utils.py",
@@ -242,65 +256,48 @@ class FixFailingFunction(TaskFamily):
         kinds = ["requirement_changed", "input_edited"]
         rng.shuffle(kinds)
         turn_kinds = kinds[: params.turns - 1]
-        none_from = spread_from = 99
-        turns = []
+        none_from = spread_from = NEVER
+        turns: list[UserTurn] = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "requirement_changed":
                 none_from = index
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                            message=(
-                                "One more thing: the dashboard calls mean_of and median on "
-                                "empty selections. Please make both return None for an empty "
-                                f"list instead of raising, and note it in {FIXES}."
-                            ),
-                            kind="requirement_changed",
-                            invalidates=[MODULE, FIXES],
-                        )
+                    requirement_turn(
+                        index,
+                        "One more thing: the dashboard calls mean_of and median on empty "
+                        "selections. Please make both return None for an empty list instead of "
+                        f"raising, and note it in {FIXES}.",
+                        [MODULE, FIXES],
                     )
                 )
             else:
                 spread_from = index
                 visible = with_spread_tests(visible, parse_csv(data), params.rng(f"spread{index}"))
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="artifact_exists", artifact=FIXES),
-                            message=(
-                                f"I added tests to {TESTS} for a helper we need, "
-                                "spread(values): the largest minus the smallest value, rounded "
-                                f"to 2 decimals. Please add it to {MODULE} so they pass, and "
-                                f"update {FIXES}."
-                            ),
-                            kind="input_edited",
-                            updates=[
-                                FileUpdate(
-                                    op="write",
-                                    path=TESTS,
-                                    source=TESTS,
-                                    reason="tests for the new spread helper",
-                                )
-                            ],
-                            invalidates=[MODULE, FIXES],
-                        ),
+                    input_turn(
+                        index,
+                        when_exists(FIXES),
+                        f"I added tests to {TESTS} for a helper we need, spread(values): the "
+                        "largest minus the smallest value, rounded to 2 decimals. Please add it "
+                        f"to {MODULE} so they pass, and update {FIXES}.",
                         {TESTS: visible.encode()},
+                        reason="tests for the new spread helper",
+                        invalidates=[MODULE, FIXES],
+                        kind="input_edited",
                     )
                 )
         fixes = [
             {"function": b.function, "buggy": b.buggy, "fixed": b.fixed, "cause": b.cause}
             for b in bugs
         ]
-        solve = (
-            SOLVE.replace("__NONE_FROM_TURN__", str(none_from))
-            .replace("__SPREAD_FROM_TURN__", str(spread_from))
-            .replace("__FIXES__", repr(fixes))
-            .replace("__GUARD__", repr(GUARD))
-            .replace("__GUARDED_DOCS__", repr(GUARDED_DOCS))
-            .replace("__SPREAD__", repr(SPREAD))
+        solve = fill_template(
+            SOLVE,
+            none_from_turn=none_from,
+            spread_from_turn=spread_from,
+            fixes=repr(fixes),
+            guard=repr(GUARD),
+            guarded_docs=repr(GUARDED_DOCS),
+            spread=repr(SPREAD),
         )
         return FamilyDraft(
             slug=f"fix-failing-function-{params.difficulty}-{params.seed}",
@@ -313,25 +310,20 @@ class FixFailingFunction(TaskFamily):
                 "README.md": _readme().encode(),
             },
             solve_sh=solve,
-            user=UserState(
-                persona="Data engineer who maintains the team's small analysis helpers.",
-                role="engineer",
-                latent_goals=["The helpers must behave as their docstrings say, not just pass."],
-                knowledge_boundary=["does not know which commit introduced the failures"],
-                signal_plan=[
-                    Signal(
-                        trigger="agent asks whether to change the tests",
-                        reveals="the tests are right; only the module may change",
-                    ),
-                ],
+            user=user_state(
+                "Data engineer who maintains the team's small analysis helpers.",
+                "engineer",
+                "The helpers must behave as their docstrings say, not just pass.",
+                "does not know which commit introduced the failures",
+                (
+                    "agent asks whether to change the tests",
+                    "the tests are right; only the module may change",
+                ),
             ),
-            inputs=[
-                Artifact(path=TESTS, role="input", format="py"),
-                Artifact(path=DATA, role="input", format="csv"),
-            ],
+            inputs=input_artifacts({TESTS: "py", DATA: "csv"}),
             outputs=[
-                Artifact(path=MODULE, role="output", format="py", depends_on=[TESTS, DATA]),
-                Artifact(path=FIXES, role="output", format="md", depends_on=[MODULE, TESTS]),
+                *output_artifacts({MODULE: "py"}, [TESTS, DATA]),
+                *output_artifacts({FIXES: "md"}, [MODULE, TESTS]),
             ],
             turns=turns,
         )
@@ -341,10 +333,10 @@ class FixFailingFunction(TaskFamily):
         visible, data = inputs[TESTS], inputs[DATA]
         rows = _load_rows(data)
         broken = planted_bugs(built.workspace[MODULE].decode())
-        none_required = any(t.patch.kind == "requirement_changed" for t in built.turns)
+        none_required = requirement_added(built)
         spread_required = re.search(r"\bspread\(", visible.decode()) is not None
         hidden = hidden_tests(rows)
-        private: dict[str, bytes] = {f"inputs/{TESTS}": visible, f"inputs/{DATA}": data}
+        private: dict[str, bytes] = {}
         for function, text in hidden.items():
             private[f"hidden/test_{function}.py"] = text.encode()
 
@@ -422,29 +414,20 @@ class FixFailingFunction(TaskFamily):
         spec = VerifierSpec(
             components=components,
             red_lines=[
-                RedLine(
-                    id="tests_and_data_unmodified",
-                    description="the fix must not touch the tests or the data",
-                    check=InputsUnmodified(
-                        files={
-                            TESTS: hashlib.sha256(visible).hexdigest(),
-                            DATA: hashlib.sha256(data).hexdigest(),
-                        }
-                    ),
-                ),
+                inputs_unmodified(
+                    "tests_and_data_unmodified",
+                    "the fix must not touch the tests or the data",
+                    {TESTS: visible, DATA: data},
+                )
             ],
-            rubric=[
-                RubricItem(
-                    id="minimal_fix",
-                    criterion=(
-                        "The fix is minimal and explained: each change in stats_utils.py "
-                        "addresses a root cause named in FIXES.md, with no unrelated rewrites."
-                    ),
-                    evidence_paths=[MODULE, FIXES],
-                ),
-            ],
+            rubric=rubric(
+                "minimal_fix",
+                "The fix is minimal and explained: each change in stats_utils.py addresses a root "
+                "cause named in FIXES.md, with no unrelated rewrites.",
+                [MODULE, FIXES],
+            ),
         )
-        return VerifierOutput(spec=spec, private_files=private)
+        return verifier_output(spec, {TESTS: visible, DATA: data}, private)
 
 
 def planted_bugs(module: str) -> list[str]:

@@ -19,24 +19,37 @@ from __future__ import annotations
 
 import calendar
 import functools
-import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
-from ..verifier.spec import (
-    Component,
-    CustomScript,
-    JsonValue,
-    RedLine,
-    RubricItem,
-    VerifierSpec,
+from ..verifier.spec import Component, CustomScript, RedLine, VerifierSpec
+from .common import (
+    CHECK_PRELUDE,
+    FamilyDraft,
+    FamilyParams,
+    Format,
+    TaskFamily,
+    check_scripts,
+    expectations,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    json_value,
+    output_artifacts,
+    plan_turns,
+    read_csv_resource,
+    requirement_added,
+    requirement_turn,
+    rubric,
+    sha256,
+    user_state,
+    verifier_output,
+    when_exists,
+    write_csv,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, plan_turns, read_csv_resource, write_csv
 
 MANIFEST = "manifest.json"
 EXPECTED = "organize_expected.json"  # under tests/
@@ -118,17 +131,16 @@ Path("manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) 
 PY
 """
 
-CHECK = r'''"""Cowork-Gym check for the folder-organizing task (mode: __MODE__).
+CHECK = (
+    '''"""Cowork-Gym check for the folder-organizing task (mode: __MODE__).
 
 Prints {"score": x, "evidence": "..."}; the expectations are in organize_expected.json."""
 import hashlib
-import json
-import sys
-from pathlib import Path
-
+'''
+    + CHECK_PRELUDE
+    + r'''
 MODE = "__MODE__"
 expected = json.loads(Path(__file__).with_name("organize_expected.json").read_text())
-ws = Path(sys.argv[1])
 
 
 def digest(path):
@@ -141,11 +153,6 @@ def files(root):
         return []
     return sorted(p.relative_to(ws).as_posix() for p in base.rglob("*")
                   if p.is_file() and not p.is_symlink())
-
-
-def report(score, evidence):
-    print(json.dumps({"score": round(score, 6), "evidence": evidence}))
-    sys.exit(0)
 
 
 if MODE == "placement":  # every kept file at its new path, content intact
@@ -181,6 +188,7 @@ elif MODE == "contents":  # red line: no original content may be lost
     lost = sorted(o for o, d in expected["contents"].items() if d not in present)
     report(0.0 if lost else 1.0, f"content lost: {lost[:4]}" if lost else "no content lost")
 '''
+)
 
 
 @dataclass(frozen=True)
@@ -238,84 +246,56 @@ class FolderOrganize(TaskFamily):
                 batch = [fresh, copy]
                 dropped += batch
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="artifact_exists", artifact=MANIFEST),
-                            message=(
-                                "Two more files just came in and I dropped them into inbox/: "
-                                f"{_names(batch)}. Please file them by the same rules and "
-                                "update manifest.json."
-                            ),
-                            kind="input_edited",
-                            updates=[
-                                FileUpdate(
-                                    op="write",
-                                    path=i.path,
-                                    source=PurePosixPath(i.path).name,
-                                    reason="new file dropped into the inbox",
-                                )
-                                for i in batch
-                            ],
-                            invalidates=[MANIFEST],
-                        ),
-                        {PurePosixPath(i.path).name: i.content for i in batch},
+                    input_turn(
+                        index,
+                        when_exists(MANIFEST),
+                        "Two more files just came in and I dropped them into inbox/: "
+                        f"{_names(batch)}. Please file them by the same rules and update "
+                        "manifest.json.",
+                        {i.path: i.content for i in batch},
+                        reason="new file dropped into the inbox",
+                        invalidates=[MANIFEST],
+                        kind="input_edited",
                     )
                 )
             else:
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                            message=(
-                                "The weather folders get crowded: please add a month level for "
-                                "weather files only, organized/weather/<YYYY>/<MM>/<file name>, "
-                                "with MM the month of the date in the file name. Move the "
-                                "weather files already filed and update manifest.json."
-                            ),
-                            kind="requirement_changed",
-                            invalidates=[MANIFEST],
-                        )
+                    requirement_turn(
+                        index,
+                        "The weather folders get crowded: please add a month level for weather "
+                        "files only, organized/weather/<YYYY>/<MM>/<file name>, with MM the "
+                        "month of the date in the file name. Move the weather files already "
+                        "filed and update manifest.json.",
+                        [MANIFEST],
                     )
                 )
-        inputs = [Artifact(path=i.path, role="input", format=_format(i.path)) for i in items]
-        inputs += [Artifact(path=i.path, role="input", format=_format(i.path)) for i in dropped]
+        inputs = input_artifacts({i.path: _format(i.path) for i in [*items, *dropped]})
         return FamilyDraft(
             slug=f"folder-organize-{params.difficulty}-{params.seed}",
             title="Organize the shared-drive inbox",
             instruction=_instruction(),
             workspace={i.path: i.content for i in items},
-            solve_sh=SOLVE.replace("__MONTHS_FROM_TURN__", str(months_from)),
-            user=UserState(
-                persona="Analyst who shares a drive with a small research team.",
-                role="individual",
-                latent_goals=["Nothing may be lost: a wrongly deleted file is worse than a mess."],
-                knowledge_boundary=["does not remember who saved which copy"],
-                signal_plan=[
-                    Signal(
-                        trigger="agent asks before deleting copies",
-                        reveals="byte-identical copies can go; keep the one with the short name",
-                    ),
-                ],
+            solve_sh=fill_template(SOLVE, months_from_turn=months_from),
+            user=user_state(
+                "Analyst who shares a drive with a small research team.",
+                "individual",
+                "Nothing may be lost: a wrongly deleted file is worse than a mess.",
+                "does not remember who saved which copy",
+                (
+                    "agent asks before deleting copies",
+                    "byte-identical copies can go; keep the one with the short name",
+                ),
             ),
             inputs=inputs,
-            outputs=[
-                Artifact(
-                    path=MANIFEST,
-                    role="output",
-                    format="json",
-                    depends_on=[a.path for a in inputs],
-                )
-            ],
+            outputs=output_artifacts({MANIFEST: "json"}, [a.path for a in inputs]),
             turns=turns,
         )
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
         batches = _batches(built)
-        by_month = any(t.patch.kind == "requirement_changed" for t in built.turns)
+        by_month = requirement_added(built)
         placed, manifest = organize(batches, by_month)
-        contents = {p: _sha(c) for batch in batches for p, c in batch.items()}
+        contents = {p: sha256(c) for batch in batches for p, c in batch.items()}
         duplicates = {o: v["duplicate_of"] for o, v in manifest.items() if isinstance(v, dict)}
         expected = {"placed": placed, "manifest": manifest, "contents": contents}
 
@@ -341,30 +321,25 @@ class FolderOrganize(TaskFamily):
                 check=script("manifest"),
                 requirement="manifest.json maps every original path",
             ),
-            Component(
-                id="manifest_moved_count",
-                weight=1,
-                check=JsonValue(path=MANIFEST, pointer="/moved", expected=len(placed)),
-                requirement="manifest.json moved",
+            json_value(
+                "manifest_moved_count", MANIFEST, "/moved", len(placed), "manifest.json moved"
             ),
-            Component(
-                id="manifest_duplicate_count",
-                weight=1,
-                check=JsonValue(path=MANIFEST, pointer="/duplicates", expected=len(duplicates)),
-                requirement="manifest.json duplicates",
+            json_value(
+                "manifest_duplicate_count",
+                MANIFEST,
+                "/duplicates",
+                len(duplicates),
+                "manifest.json duplicates",
             ),
         ]
         for n, (original, kept) in enumerate(sorted(duplicates.items()), 1):
             components.append(
-                Component(
-                    id=f"duplicate_{n:02d}",
-                    weight=1,
-                    check=JsonValue(
-                        path=MANIFEST,
-                        pointer=f"/files/{_pointer(original)}/duplicate_of",
-                        expected=kept,
-                    ),
-                    requirement=f"{original} is recorded as a copy of {kept}",
+                json_value(
+                    f"duplicate_{n:02d}",
+                    MANIFEST,
+                    f"/files/{_pointer(original)}/duplicate_of",
+                    kept,
+                    f"{original} is recorded as a copy of {kept}",
                 )
             )
         spec = VerifierSpec(
@@ -376,21 +351,17 @@ class FolderOrganize(TaskFamily):
                     check=script("contents"),
                 ),
             ],
-            rubric=[
-                RubricItem(
-                    id="safe_reorganization",
-                    criterion=(
-                        "The reorganization is safe and explainable: only byte-identical copies "
-                        "were deleted, names were kept, and the manifest accounts for every file."
-                    ),
-                    evidence_paths=[MANIFEST],
-                ),
-            ],
+            rubric=rubric(
+                "safe_reorganization",
+                "The reorganization is safe and explainable: only byte-identical copies were "
+                "deleted, names were kept, and the manifest accounts for every file.",
+                [MANIFEST],
+            ),
         )
-        private = {EXPECTED: (json.dumps(expected, indent=2, sort_keys=True) + "\n").encode()}
-        for mode in ("placement", "tidy", "manifest", "contents"):
-            private[f"check_{mode}.py"] = CHECK.replace("__MODE__", mode).encode()
-        return VerifierOutput(spec=spec, private_files=private)
+        private = {EXPECTED: expectations(expected)}
+        modes = ("placement", "tidy", "manifest", "contents")
+        private |= check_scripts(CHECK, modes, "check_{mode}.py")
+        return verifier_output(spec, {}, private)
 
 
 # ---- the rules, as the verifier applies them ------------------------------------------------
@@ -425,7 +396,7 @@ def organize(
     manifest: dict[str, ManifestEntry] = {}
     for batch in batches:
         for path in sorted(batch, key=lambda p: (len(PurePosixPath(p).name), p)):
-            digest = _sha(batch[path])
+            digest = sha256(batch[path])
             if digest in kept:
                 manifest[path] = {"duplicate_of": kept[digest]}
             else:
@@ -555,9 +526,9 @@ def _objects(rows: list[dict[str, str]]) -> list[dict[str, object]]:
     return [dict(r) for r in rows]
 
 
-def _format(path: str) -> str:
-    suffix = PurePosixPath(path).suffix.lstrip(".")
-    return suffix if suffix in ("csv", "md", "txt") else "other"
+def _format(path: str) -> Format:
+    formats: dict[str, Format] = {".csv": "csv", ".md": "md", ".txt": "txt"}
+    return formats.get(PurePosixPath(path).suffix, "other")
 
 
 def _names(items: list[Item]) -> str:
@@ -566,10 +537,6 @@ def _names(items: list[Item]) -> str:
 
 def _pointer(path: str) -> str:
     return path.replace("~", "~0").replace("/", "~1")
-
-
-def _sha(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
 
 
 def _instruction() -> str:

@@ -15,31 +15,37 @@ cut-off date in a ``Stale`` sheet.
 from __future__ import annotations
 
 import calendar
-import hashlib
 import random
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
 from ..verifier.spec import (
     Component,
-    InputsUnmodified,
-    JsonValue,
-    RedLine,
     RowCount,
-    RubricItem,
     TableColumns,
     VerifierSpec,
     XlsxValue,
 )
-from .base import (
+from .common import (
     FamilyDraft,
     FamilyParams,
     TaskFamily,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    json_value,
+    output_artifacts,
     parse_csv,
     plan_turns,
     read_csv_resource,
+    requirement_added,
+    requirement_turn,
+    rubric,
+    user_state,
+    verifier_output,
+    when_exists,
     write_csv,
 )
 
@@ -166,50 +172,31 @@ class LedgerReconciliation(TaskFamily):
         s0 = ledgers  # the workspace keeps these; `ledgers` moves on with each later turn
         cutoff = _cutoff(reconcile(_bank_csv(ledgers), _books_csv(ledgers)))
         turn_kinds, stale_from = plan_turns(rng, params, "input_replaced")
-        turns = []
+        turns: list[UserTurn] = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "input_replaced":
                 ledgers = _later_statement(ledgers, params.rng(f"statement{index}"))
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="artifact_exists", artifact=JSON),
-                            message=(
-                                "The bank just sent the next statement, which runs a few weeks "
-                                f"further. I replaced {BANK} with it; please redo the "
-                                "reconciliation workbook and the summary against it."
-                            ),
-                            kind="input_replaced",
-                            updates=[
-                                FileUpdate(
-                                    op="write",
-                                    path=BANK,
-                                    source="bank.csv",
-                                    reason="later bank statement",
-                                )
-                            ],
-                            invalidates=[XLSX, JSON],
-                        ),
-                        {"bank.csv": _bank_csv(ledgers)},
+                    input_turn(
+                        index,
+                        when_exists(JSON),
+                        "The bank just sent the next statement, which runs a few weeks further. "
+                        f"I replaced {BANK} with it; please redo the reconciliation workbook and "
+                        "the summary against it.",
+                        {BANK: _bank_csv(ledgers)},
+                        reason="later bank statement",
+                        invalidates=[XLSX, JSON],
                     )
                 )
             else:
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                            message=(
-                                "The auditors want to see old differences. Add a sheet `Stale` "
-                                "to the workbook listing every unmatched entry dated before "
-                                f"{cutoff} (columns id, source, amount, date; the date as in "
-                                "the files), and a `stale` key to the JSON with how many "
-                                "there are."
-                            ),
-                            kind="requirement_changed",
-                            invalidates=[XLSX, JSON],
-                        )
+                    requirement_turn(
+                        index,
+                        "The auditors want to see old differences. Add a sheet `Stale` to the "
+                        f"workbook listing every unmatched entry dated before {cutoff} (columns "
+                        "id, source, amount, date; the date as in the files), and a `stale` key "
+                        "to the JSON with how many there are.",
+                        [XLSX, JSON],
                     )
                 )
         return FamilyDraft(
@@ -221,29 +208,19 @@ class LedgerReconciliation(TaskFamily):
                 BOOKS: _books_csv(s0),
                 "README.md": _readme(period).encode(),
             },
-            solve_sh=SOLVE.replace("__STALE_FROM_TURN__", str(stale_from)).replace(
-                "__CUTOFF__", cutoff
+            solve_sh=fill_template(SOLVE, stale_from_turn=stale_from, cutoff=cutoff),
+            user=user_state(
+                "Fund accountant who closes the cash account at each period end.",
+                "accountant",
+                "Every difference must be explainable to the auditors line by line.",
+                "does not know why the bank posts fees without references",
+                (
+                    "agent asks about the sign of amounts",
+                    "money leaving the account is negative in both files",
+                ),
             ),
-            user=UserState(
-                persona="Fund accountant who closes the cash account at each period end.",
-                role="accountant",
-                latent_goals=["Every difference must be explainable to the auditors line by line."],
-                knowledge_boundary=["does not know why the bank posts fees without references"],
-                signal_plan=[
-                    Signal(
-                        trigger="agent asks about the sign of amounts",
-                        reveals="money leaving the account is negative in both files",
-                    ),
-                ],
-            ),
-            inputs=[
-                Artifact(path=BANK, role="input", format="csv"),
-                Artifact(path=BOOKS, role="input", format="csv"),
-            ],
-            outputs=[
-                Artifact(path=XLSX, role="output", format="xlsx", depends_on=[BANK, BOOKS]),
-                Artifact(path=JSON, role="output", format="json", depends_on=[BANK, BOOKS]),
-            ],
+            inputs=input_artifacts({BANK: "csv", BOOKS: "csv"}),
+            outputs=output_artifacts({XLSX: "xlsx", JSON: "json"}, [BANK, BOOKS]),
             turns=turns,
         )
 
@@ -254,7 +231,7 @@ class LedgerReconciliation(TaskFamily):
         # The cut-off a requirement turn states is a function of the s0 ledgers (``_cutoff``),
         # recomputed here rather than read back from the message.
         stale_cutoff = None
-        if any(t.patch.kind == "requirement_changed" for t in built.turns):
+        if requirement_added(built):
             stale_cutoff = _cutoff(reconcile(built.workspace[BANK], built.workspace[BOOKS]))
         counts = {
             "bank_only": sum(1 for u in unmatched if u.source == "bank"),
@@ -276,28 +253,19 @@ class LedgerReconciliation(TaskFamily):
                 check=RowCount(path=XLSX, sheet="Unmatched", equals=len(unmatched)),
                 requirement="one row per unmatched entry",
             ),
-            Component(
-                id="matched_count",
-                weight=1,
-                check=JsonValue(path=JSON, pointer="/matched", expected=matched),
-                requirement="reconciliation.json matched",
-            ),
-            Component(
-                id="net_difference",
+            json_value("matched_count", JSON, "/matched", matched, "reconciliation.json matched"),
+            json_value(
+                "net_difference",
+                JSON,
+                "/net_difference",
+                net,
+                "reconciliation.json net_difference (bank − books)",
                 weight=2,
-                check=JsonValue(
-                    path=JSON, pointer="/net_difference", expected=net, tolerance=_cents(net)
-                ),
-                requirement="reconciliation.json net_difference (bank − books)",
+                tolerance=_cents(net),
             ),
         ]
         components += [
-            Component(
-                id=f"{key}_count",
-                weight=1,
-                check=JsonValue(path=JSON, pointer=f"/{key}", expected=value),
-                requirement=f"reconciliation.json {key}",
-            )
+            json_value(f"{key}_count", JSON, f"/{key}", value, f"reconciliation.json {key}")
             for key, value in counts.items()
         ]
         for item in unmatched:
@@ -334,11 +302,12 @@ class LedgerReconciliation(TaskFamily):
         if stale_cutoff is not None:
             old = [u for u in unmatched if u.day < stale_cutoff]
             components += [
-                Component(
-                    id="stale_count",
-                    weight=1,
-                    check=JsonValue(path=JSON, pointer="/stale", expected=len(old)),
-                    requirement="reconciliation.json stale (turn requirement)",
+                json_value(
+                    "stale_count",
+                    JSON,
+                    "/stale",
+                    len(old),
+                    "reconciliation.json stale (turn requirement)",
                 ),
                 Component(
                     id="stale_rows",
@@ -374,32 +343,20 @@ class LedgerReconciliation(TaskFamily):
         spec = VerifierSpec(
             components=components,
             red_lines=[
-                RedLine(
-                    id="ledgers_unmodified",
-                    description="the statement and the books are evidence and must not change",
-                    check=InputsUnmodified(
-                        files={
-                            BANK: hashlib.sha256(bank).hexdigest(),
-                            BOOKS: hashlib.sha256(books).hexdigest(),
-                        }
-                    ),
-                ),
+                inputs_unmodified(
+                    "ledgers_unmodified",
+                    "the statement and the books are evidence and must not change",
+                    {BANK: bank, BOOKS: books},
+                )
             ],
-            rubric=[
-                RubricItem(
-                    id="auditable",
-                    criterion=(
-                        "An auditor can follow the workbook: unmatched rows are sorted by id, the "
-                        "source column says where each difference comes from, and amounts keep "
-                        "their sign."
-                    ),
-                    evidence_paths=[XLSX, JSON],
-                ),
-            ],
+            rubric=rubric(
+                "auditable",
+                "An auditor can follow the workbook: unmatched rows are sorted by id, the source "
+                "column says where each difference comes from, and amounts keep their sign.",
+                [XLSX, JSON],
+            ),
         )
-        return VerifierOutput(
-            spec=spec, private_files={f"inputs/{BANK}": bank, f"inputs/{BOOKS}": books}
-        )
+        return verifier_output(spec, {BANK: bank, BOOKS: books})
 
 
 # ---- generating the ledgers ----------------------------------------------------------------

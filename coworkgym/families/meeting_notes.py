@@ -13,27 +13,35 @@ solution has a separate one in ``SOLVE``, so a disagreement between the two show
 from __future__ import annotations
 
 import calendar
-import hashlib
 import random
 import re
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
 from ..verifier.spec import (
     Component,
     CsvValue,
     DocumentValue,
-    InputsUnmodified,
-    RedLine,
     RowCount,
-    RubricItem,
     TableColumns,
     TextRegex,
     VerifierSpec,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, read_csv_resource
+from .common import (
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    after_reply,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    output_artifacts,
+    read_csv_resource,
+    rubric,
+    user_state,
+    verifier_output,
+)
 
 NOTES = "notes/meeting-notes.md"
 ITEMS = "action_items.csv"
@@ -210,7 +218,7 @@ class MeetingNotes(TaskFamily):
         s0 = render_notes(meeting)
         kinds = ["late_item", "moved_due"]
         rng.shuffle(kinds)
-        turns = []
+        turns: list[UserTurn] = []
         for index, kind in enumerate(kinds[: params.turns - 1], start=1):
             turn_rng = params.rng(f"turn{index}")
             if kind == "late_item":
@@ -218,23 +226,14 @@ class MeetingNotes(TaskFamily):
             else:
                 meeting, message = _move_due_date(meeting, turn_rng)
             turns.append(
-                UserTurn(
-                    TurnPatch(
-                        turn=index,
-                        trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                        message=message,
-                        kind="input_edited",
-                        updates=[
-                            FileUpdate(
-                                op="write",
-                                path=NOTES,
-                                source="meeting-notes.md",
-                                reason="the user edited the notes",
-                            )
-                        ],
-                        invalidates=[ITEMS, MEMO],
-                    ),
-                    {"meeting-notes.md": render_notes(meeting).encode()},
+                input_turn(
+                    index,
+                    after_reply(index),
+                    message,
+                    {NOTES: render_notes(meeting).encode()},
+                    reason="the user edited the notes",
+                    invalidates=[ITEMS, MEMO],
+                    kind="input_edited",
                 )
             )
         return FamilyDraft(
@@ -243,25 +242,18 @@ class MeetingNotes(TaskFamily):
             instruction=_instruction(),
             workspace={NOTES: s0.encode(), "README.md": _readme().encode()},
             solve_sh=SOLVE,
-            user=UserState(
-                persona="Chief of staff of a state energy office who runs the planning meeting.",
-                role="administrator",
-                latent_goals=[
-                    "Owners are chased by due date, so every due date must be exact.",
-                ],
-                knowledge_boundary=["does not know how EIA revises its annual figures"],
-                signal_plan=[
-                    Signal(
-                        trigger="agent asks about struck-through items",
-                        reveals="struck-through actions were withdrawn in the meeting",
-                    ),
-                ],
+            user=user_state(
+                "Chief of staff of a state energy office who runs the planning meeting.",
+                "administrator",
+                "Owners are chased by due date, so every due date must be exact.",
+                "does not know how EIA revises its annual figures",
+                (
+                    "agent asks about struck-through items",
+                    "struck-through actions were withdrawn in the meeting",
+                ),
             ),
-            inputs=[Artifact(path=NOTES, role="input", format="md")],
-            outputs=[
-                Artifact(path=ITEMS, role="output", format="csv", depends_on=[NOTES]),
-                Artifact(path=MEMO, role="output", format="md", depends_on=[NOTES]),
-            ],
+            inputs=input_artifacts({NOTES: "md"}),
+            outputs=output_artifacts({ITEMS: "csv", MEMO: "md"}, [NOTES]),
             turns=turns,
         )
 
@@ -344,24 +336,20 @@ class MeetingNotes(TaskFamily):
         spec = VerifierSpec(
             components=components,
             red_lines=[
-                RedLine(
-                    id="notes_unmodified",
-                    description="the meeting notes are the record and must not be edited",
-                    check=InputsUnmodified(files={NOTES: hashlib.sha256(final).hexdigest()}),
-                ),
+                inputs_unmodified(
+                    "notes_unmodified",
+                    "the meeting notes are the record and must not be edited",
+                    {NOTES: final},
+                )
             ],
-            rubric=[
-                RubricItem(
-                    id="memo_is_a_summary",
-                    criterion=(
-                        "memo.md reads as a short summary a director could forward: the labelled "
-                        "fields are correct and the action items are listed with owner and date."
-                    ),
-                    evidence_paths=[MEMO, ITEMS],
-                ),
-            ],
+            rubric=rubric(
+                "memo_is_a_summary",
+                "memo.md reads as a short summary a director could forward: the labelled fields "
+                "are correct and the action items are listed with owner and date.",
+                [MEMO, ITEMS],
+            ),
         )
-        return VerifierOutput(spec=spec, private_files={f"inputs/{NOTES}": final})
+        return verifier_output(spec, {NOTES: final})
 
 
 # ---- generating the meeting ----------------------------------------------------------------

@@ -13,28 +13,36 @@ solution has a separate one. Later user turns replace the report with a revised 
 from __future__ import annotations
 
 import calendar
-import hashlib
 import io
-import json
 import random
 import re
 import zipfile
 from dataclasses import dataclass
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
-from ..verifier.spec import (
-    Component,
-    CustomScript,
-    InputsUnmodified,
-    JsonValue,
-    RedLine,
-    RowCount,
-    RubricItem,
-    TableColumns,
-    VerifierSpec,
+from ..verifier.spec import Component, CustomScript, RowCount, TableColumns, VerifierSpec
+from .common import (
+    CHECK_PRELUDE,
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    check_scripts,
+    expectations,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    json_value,
+    output_artifacts,
+    plan_turns,
+    read_csv_resource,
+    requirement_added,
+    requirement_turn,
+    rubric,
+    user_state,
+    verifier_output,
+    when_exists,
 )
-from .base import FamilyDraft, FamilyParams, TaskFamily, plan_turns, read_csv_resource
 
 REPORT = "report/employment-brief.docx"
 CSV, JSON = "figures.csv", "figures.json"
@@ -122,23 +130,17 @@ with open("figures.json", "w") as f:
 PY
 """
 
-CHECK = r'''"""Cowork-Gym check for the figure-extraction task (mode: __MODE__).
+CHECK = (
+    '''"""Cowork-Gym check for the figure-extraction task (mode: __MODE__).
 
 Prints {"score": x, "evidence": "..."}: the share of expected figures found, right."""
 import csv
-import json
-import sys
-from pathlib import Path
-
+'''
+    + CHECK_PRELUDE
+    + r'''
 MODE = "__MODE__"
 expected = json.loads(Path(__file__).with_name("figures_expected.json").read_text())["figures"]
-ws = Path(sys.argv[1])
 wanted = {(m, k): v for m, months in expected.items() for k, v in months.items()}
-
-
-def report(score, evidence):
-    print(json.dumps({"score": round(score, 6), "evidence": evidence}))
-    sys.exit(0)
 
 
 def number(value):
@@ -168,6 +170,7 @@ right = len(wanted) - len(wrong)
 score = right / len(wanted) * (1.0 if not extra else 0.5)
 report(score, f"{right}/{len(wanted)} figures right; wrong: {wrong[:4]}; extra: {extra[:4]}")
 '''
+)
 
 
 @dataclass
@@ -195,49 +198,31 @@ class ReportFigures(TaskFamily):
         brief = _brief(params, rng)
         s0 = render_report(brief)
         turn_kinds, peak_from = plan_turns(rng, params, "input_replaced")
-        turns = []
+        turns: list[UserTurn] = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "input_replaced":
                 brief = _revised(brief, params.rng(f"revision{index}"))
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="artifact_exists", artifact=JSON),
-                            message=(
-                                "BLS published its benchmark revision and the brief was "
-                                f"reissued: I replaced {REPORT} with the revised edition. "
-                                "Please redo figures.csv and figures.json from it."
-                            ),
-                            kind="input_replaced",
-                            updates=[
-                                FileUpdate(
-                                    op="write",
-                                    path=REPORT,
-                                    source="employment-brief.docx",
-                                    reason="revised edition of the brief",
-                                )
-                            ],
-                            invalidates=[CSV, JSON],
-                        ),
-                        {"employment-brief.docx": render_report(brief)},
+                    input_turn(
+                        index,
+                        when_exists(JSON),
+                        "BLS published its benchmark revision and the brief was reissued: I "
+                        f"replaced {REPORT} with the revised edition. Please redo figures.csv "
+                        "and figures.json from it.",
+                        {REPORT: render_report(brief)},
+                        reason="revised edition of the brief",
+                        invalidates=[CSV, JSON],
                     )
                 )
             else:
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                            message=(
-                                "For the slides I also need each sector's best month: add a "
-                                "`peak` object to figures.json mapping every sector metric of "
-                                "the table to the month (YYYY-MM) with its highest value "
-                                "(the earliest such month if there is a tie)."
-                            ),
-                            kind="requirement_changed",
-                            invalidates=[JSON],
-                        )
+                    requirement_turn(
+                        index,
+                        "For the slides I also need each sector's best month: add a `peak` "
+                        "object to figures.json mapping every sector metric of the table to the "
+                        "month (YYYY-MM) with its highest value (the earliest such month if "
+                        "there is a tie).",
+                        [JSON],
                     )
                 )
         period = f"{brief.months[0]}-to-{brief.months[-1]}"
@@ -246,24 +231,19 @@ class ReportFigures(TaskFamily):
             title=f"Extract the figures of the employment brief, {period.replace('-to-', ' to ')}",
             instruction=_instruction(),
             workspace={REPORT: s0, "README.md": _readme().encode()},
-            solve_sh=SOLVE.replace("__PEAK_FROM_TURN__", str(peak_from)),
-            user=UserState(
-                persona="Research assistant who feeds a labour-market dashboard from briefs.",
-                role="researcher",
-                latent_goals=["Every figure must match the brief exactly; no rounding."],
-                knowledge_boundary=["does not know how BLS benchmarks its estimates"],
-                signal_plan=[
-                    Signal(
-                        trigger="agent asks about units",
-                        reveals="all figures are thousands of jobs, seasonally adjusted",
-                    ),
-                ],
+            solve_sh=fill_template(SOLVE, peak_from_turn=peak_from),
+            user=user_state(
+                "Research assistant who feeds a labour-market dashboard from briefs.",
+                "researcher",
+                "Every figure must match the brief exactly; no rounding.",
+                "does not know how BLS benchmarks its estimates",
+                (
+                    "agent asks about units",
+                    "all figures are thousands of jobs, seasonally adjusted",
+                ),
             ),
-            inputs=[Artifact(path=REPORT, role="input", format="docx")],
-            outputs=[
-                Artifact(path=CSV, role="output", format="csv", depends_on=[REPORT]),
-                Artifact(path=JSON, role="output", format="json", depends_on=[REPORT]),
-            ],
+            inputs=input_artifacts({REPORT: "docx"}),
+            outputs=output_artifacts({CSV: "csv", JSON: "json"}, [REPORT]),
             turns=turns,
         )
 
@@ -274,7 +254,7 @@ class ReportFigures(TaskFamily):
         nonfarm, change = figures["nonfarm"], figures["nonfarm_change"]
         first, last = min(nonfarm), max(nonfarm)
         best = max(sorted(change), key=lambda k: change[k])
-        peak = any(t.patch.kind == "requirement_changed" for t in built.turns)
+        peak = requirement_added(built)
 
         def script(mode: str) -> CustomScript:
             return CustomScript(script=f"check_figures_{mode}.py")
@@ -304,22 +284,20 @@ class ReportFigures(TaskFamily):
                 check=script("json"),
                 requirement="figures.json figures: every figure, right",
             ),
-            Component(
-                id="nonfarm_growth",
-                weight=1,
-                check=JsonValue(
-                    path=JSON,
-                    pointer="/nonfarm_growth",
-                    expected=round(nonfarm[last] - nonfarm[first], 1),
-                    tolerance=0.05,
-                ),
-                requirement="nonfarm growth from the first to the last month",
+            json_value(
+                "nonfarm_growth",
+                JSON,
+                "/nonfarm_growth",
+                round(nonfarm[last] - nonfarm[first], 1),
+                "nonfarm growth from the first to the last month",
+                tolerance=0.05,
             ),
-            Component(
-                id="largest_gain_month",
-                weight=1,
-                check=JsonValue(path=JSON, pointer="/largest_gain_month", expected=best),
-                requirement="the month with the largest change on the month",
+            json_value(
+                "largest_gain_month",
+                JSON,
+                "/largest_gain_month",
+                best,
+                "the month with the largest change on the month",
             ),
         ]
         # a few figures by pointer too: the first and last nonfarm, a sector, a change
@@ -328,60 +306,46 @@ class ReportFigures(TaskFamily):
         samples.append(("nonfarm_change", last))
         for n, (metric, month) in enumerate(samples, 1):
             components.append(
-                Component(
-                    id=f"figure_{n}",
+                json_value(
+                    f"figure_{n}",
+                    JSON,
+                    f"/figures/{metric}/{month}",
+                    figures[metric][month],
+                    f"figures.json {metric} for {month}",
                     weight=0.5,
-                    check=JsonValue(
-                        path=JSON,
-                        pointer=f"/figures/{metric}/{month}",
-                        expected=figures[metric][month],
-                        tolerance=0.05,
-                    ),
-                    requirement=f"figures.json {metric} for {month}",
+                    tolerance=0.05,
                 )
             )
         if peak:
             components += [
-                Component(
-                    id=f"peak_{sector}",
-                    weight=1,
-                    check=JsonValue(
-                        path=JSON,
-                        pointer=f"/peak/{sector}",
-                        expected=max(sorted(figures[sector]), key=lambda k: figures[sector][k]),
-                    ),
-                    requirement=f"peak month of {sector} (turn requirement)",
+                json_value(
+                    f"peak_{sector}",
+                    JSON,
+                    f"/peak/{sector}",
+                    max(sorted(figures[sector]), key=lambda k: figures[sector][k]),
+                    f"peak month of {sector} (turn requirement)",
                 )
                 for sector in sectors
             ]
         spec = VerifierSpec(
             components=components,
             red_lines=[
-                RedLine(
-                    id="report_unmodified",
-                    description="the brief is the source and must not be edited",
-                    check=InputsUnmodified(files={REPORT: hashlib.sha256(final).hexdigest()}),
-                ),
+                inputs_unmodified(
+                    "report_unmodified",
+                    "the brief is the source and must not be edited",
+                    {REPORT: final},
+                )
             ],
-            rubric=[
-                RubricItem(
-                    id="tidy_table",
-                    criterion=(
-                        "figures.csv is tidy: one figure per row, metric names as instructed, "
-                        "months as YYYY-MM, values as plain numbers without separators."
-                    ),
-                    evidence_paths=[CSV, JSON],
-                ),
-            ],
+            rubric=rubric(
+                "tidy_table",
+                "figures.csv is tidy: one figure per row, metric names as instructed, months as "
+                "YYYY-MM, values as plain numbers without separators.",
+                [CSV, JSON],
+            ),
         )
-        expected = {"figures": figures}
-        private = {
-            f"inputs/{REPORT}": final,
-            EXPECTED: (json.dumps(expected, indent=2, sort_keys=True) + "\n").encode(),
-        }
-        for mode in ("csv", "json"):
-            private[f"check_figures_{mode}.py"] = CHECK.replace("__MODE__", mode).encode()
-        return VerifierOutput(spec=spec, private_files=private)
+        private = {EXPECTED: expectations({"figures": figures})}
+        private |= check_scripts(CHECK, ("csv", "json"), "check_figures_{mode}.py")
+        return verifier_output(spec, {REPORT: final}, private)
 
 
 # ---- building the brief ---------------------------------------------------------------------

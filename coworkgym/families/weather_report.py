@@ -6,40 +6,45 @@ data with a corrected export (every monthly figure changes) or add a wind requir
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections import defaultdict
-from statistics import mean
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
 from ..verifier.spec import (
     Aggregate,
     AggregateSource,
     Component,
     CrossFile,
-    InputsUnmodified,
-    JsonValue,
-    RedLine,
-    RubricItem,
     TableColumns,
     ValueRef,
     VerifierSpec,
 )
-from .base import (
+from .common import (
     FamilyDraft,
     FamilyParams,
     TaskFamily,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    json_value,
+    output_artifacts,
     parse_csv,
     plan_turns,
     read_csv_resource,
+    requirement_added,
+    requirement_turn,
+    rubric,
+    user_state,
+    verifier_output,
+    when_exists,
     write_csv,
 )
 
 DATA = "data/weather.csv"
 COLUMNS = ["date", "precipitation", "temp_max", "temp_min", "wind", "weather"]
 MONTHS = {"easy": 3, "medium": 6, "hard": 12}
+OUTPUTS = ("report.xlsx", "summary.json")
 
 SOLVE = r"""#!/usr/bin/env bash
 # Reference solution: monthly weather report (report.xlsx) and summary (summary.json).
@@ -106,49 +111,30 @@ class WeatherReport(TaskFamily):
         data = _original(rows, wanted)
         turn_kinds, wind_from = plan_turns(rng, params, "input_replaced")
 
-        turns = []
+        turns: list[UserTurn] = []
         for index, kind in enumerate(turn_kinds, start=1):
             if kind == "input_replaced":
-                corrected = _corrected(data, params.rng(f"correction{index}"))
+                data = _corrected(data, params.rng(f"correction{index}"))
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="artifact_exists", artifact="report.xlsx"),
-                            message=(
-                                "The station just sent a corrected export: several rain-gauge "
-                                f"readings were wrong. I replaced {DATA} with it. Please redo the "
-                                "report and the summary from the corrected data."
-                            ),
-                            kind="input_replaced",
-                            updates=[
-                                FileUpdate(
-                                    op="write",
-                                    path=DATA,
-                                    source="weather.csv",
-                                    reason="corrected station export",
-                                )
-                            ],
-                            invalidates=["report.xlsx", "summary.json"],
-                        ),
-                        {"weather.csv": write_csv(corrected, COLUMNS)},
+                    input_turn(
+                        index,
+                        when_exists("report.xlsx"),
+                        "The station just sent a corrected export: several rain-gauge readings "
+                        f"were wrong. I replaced {DATA} with it. Please redo the report and the "
+                        "summary from the corrected data.",
+                        {DATA: write_csv(data, COLUMNS)},
+                        reason="corrected station export",
+                        invalidates=OUTPUTS,
                     )
                 )
-                data = corrected
             else:
                 turns.append(
-                    UserTurn(
-                        TurnPatch(
-                            turn=index,
-                            trigger=Trigger(kind="after_agent_turn", agent_turn=index),
-                            message=(
-                                "Facilities also cares about wind. Add a max_wind column (the "
-                                "highest daily wind speed of each month) to the Summary sheet, and "
-                                "a windiest_month key to summary.json."
-                            ),
-                            kind="requirement_changed",
-                            invalidates=["report.xlsx", "summary.json"],
-                        )
+                    requirement_turn(
+                        index,
+                        "Facilities also cares about wind. Add a max_wind column (the highest "
+                        "daily wind speed of each month) to the Summary sheet, and a "
+                        "windiest_month key to summary.json.",
+                        OUTPUTS,
                     )
                 )
         s0 = _original(rows, wanted)  # data was replaced by later turns' corrections
@@ -157,23 +143,16 @@ class WeatherReport(TaskFamily):
             title=f"Monthly weather report for {year}",
             instruction=_instruction(),
             workspace={DATA: write_csv(s0, COLUMNS), "README.md": _readme(year).encode()},
-            solve_sh=SOLVE.replace("__WIND_FROM_TURN__", str(wind_from)),
-            user=UserState(
-                persona="Facilities coordinator who prepares a weather brief for the site team.",
-                role="facilities coordinator",
-                latent_goals=[
-                    "The brief is read by managers; month order and a clear total matter most.",
-                ],
-                knowledge_boundary=["does not know how the station computes its readings"],
-                signal_plan=[
-                    Signal(trigger="agent asks about units", reveals="precipitation is in mm"),
-                ],
+            solve_sh=fill_template(SOLVE, wind_from_turn=wind_from),
+            user=user_state(
+                "Facilities coordinator who prepares a weather brief for the site team.",
+                "facilities coordinator",
+                "The brief is read by managers; month order and a clear total matter most.",
+                "does not know how the station computes its readings",
+                ("agent asks about units", "precipitation is in mm"),
             ),
-            inputs=[Artifact(path=DATA, role="input", format="csv")],
-            outputs=[
-                Artifact(path="report.xlsx", role="output", format="xlsx", depends_on=[DATA]),
-                Artifact(path="summary.json", role="output", format="json", depends_on=[DATA]),
-            ],
+            inputs=input_artifacts({DATA: "csv"}),
+            outputs=output_artifacts({"report.xlsx": "xlsx", "summary.json": "json"}, [DATA]),
             turns=turns,
         )
 
@@ -186,7 +165,7 @@ class WeatherReport(TaskFamily):
         totals = {m: sum(float(r["precipitation"]) for r in rs) for m, rs in by_month.items()}
         wettest = max(sorted(totals), key=lambda m: totals[m])
         grand = round(sum(totals.values()), 2)
-        wind = any(t.patch.kind == "requirement_changed" for t in built.turns)
+        wind = requirement_added(built)
 
         def monthly(op: str, value: str, **extra: object) -> Aggregate:
             return Aggregate(
@@ -231,19 +210,21 @@ class WeatherReport(TaskFamily):
                 check=monthly("count", "weather", where={"weather": "rain"}),
                 requirement="rainy_days per month",
             ),
-            Component(
-                id="wettest_month",
+            json_value(
+                "wettest_month",
+                "summary.json",
+                "/wettest_month",
+                wettest,
+                "summary.json wettest_month",
                 weight=2,
-                check=JsonValue(path="summary.json", pointer="/wettest_month", expected=wettest),
-                requirement="summary.json wettest_month",
             ),
-            Component(
-                id="total_precipitation",
-                weight=1,
-                check=JsonValue(
-                    path="summary.json", pointer="/total_precip_mm", expected=grand, tolerance=0.05
-                ),
-                requirement="summary.json total_precip_mm",
+            json_value(
+                "total_precipitation",
+                "summary.json",
+                "/total_precip_mm",
+                grand,
+                "summary.json total_precip_mm",
+                tolerance=0.05,
             ),
             Component(
                 id="total_row_matches_summary",
@@ -283,38 +264,29 @@ class WeatherReport(TaskFamily):
                     check=monthly("max", "wind"),
                     requirement="max_wind per month (turn requirement)",
                 ),
-                Component(
-                    id="windiest_month",
-                    weight=1,
-                    check=JsonValue(
-                        path="summary.json",
-                        pointer="/windiest_month",
-                        expected=max(sorted(winds), key=lambda m: winds[m]),
-                    ),
-                    requirement="summary.json windiest_month",
+                json_value(
+                    "windiest_month",
+                    "summary.json",
+                    "/windiest_month",
+                    max(sorted(winds), key=lambda m: winds[m]),
+                    "summary.json windiest_month",
                 ),
             ]
         spec = VerifierSpec(
             components=components,
             red_lines=[
-                RedLine(
-                    id="data_unmodified",
-                    description="the station data must not be edited",
-                    check=InputsUnmodified(files={DATA: hashlib.sha256(final).hexdigest()}),
-                ),
+                inputs_unmodified(
+                    "data_unmodified", "the station data must not be edited", {DATA: final}
+                )
             ],
-            rubric=[
-                RubricItem(
-                    id="readable_summary",
-                    criterion=(
-                        "The Summary sheet reads well for managers: months in chronological order, "
-                        "a header row, and the TOTAL row last."
-                    ),
-                    evidence_paths=["report.xlsx"],
-                ),
-            ],
+            rubric=rubric(
+                "readable_summary",
+                "The Summary sheet reads well for managers: months in chronological order, "
+                "a header row, and the TOTAL row last.",
+                ["report.xlsx"],
+            ),
         )
-        return VerifierOutput(spec=spec, private_files={f"inputs/{DATA}": final})
+        return verifier_output(spec, {DATA: final})
 
 
 def _original(rows: list[dict[str, str]], wanted: set[str]) -> list[dict[str, object]]:
@@ -362,4 +334,4 @@ def _readme(year: str) -> str:
     )
 
 
-__all__ = ["WeatherReport", "json", "mean"]
+__all__ = ["WeatherReport"]

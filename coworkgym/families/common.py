@@ -1,0 +1,279 @@
+"""The scaffolding every procedural family shares, so a family is mostly its data, its
+instruction and its checks.
+
+How a family is assembled (see ``weather_report.py`` for a short, complete one):
+
+1. **Declare it.** Subclass ``TaskFamily`` with ``name``, the taxonomy ``scenarios`` (leaves)
+   and ``capabilities`` it exercises — together they are the cells it serves — the
+   ``deliverables`` and ``modalities`` it produces and reads, ``safety`` labels that are true
+   of it, and ``turn_capabilities`` for a capability only a later user turn exercises (the
+   fewest user turns that guarantee that turn). The sampler labels a task only with these.
+2. **Draft the task** in ``draft(params)``: draw the data from a bundled resource
+   (``read_csv_resource``, ``resource_bytes``) with ``params.rng(salt)``, choose the later
+   turns with ``plan_turns`` and make each with ``input_turn`` (the user replaces or edits
+   an input) or ``requirement_turn`` (the user changes what is wanted). Fill the reference
+   solution template with ``fill_template`` (``__NAME__`` placeholders, e.g. the turn from
+   which a requirement applies), the user with ``user_state``, and the artifacts with
+   ``input_artifacts`` / ``output_artifacts``; return a ``FamilyDraft``.
+3. **Write the verifier** in ``verifier(built, params)`` from ``built.final_inputs()`` only
+   (never from the reference outputs): ``Component``s (``json_value`` for a JSON pointer),
+   a red line (``inputs_unmodified`` for inputs the agent must not touch), one rubric item,
+   and ``verifier_output`` to attach the private copies of the inputs (``tests/inputs/…``)
+   and any expectation files. A check that needs a whole tree or document is a small
+   stdlib script built on ``CHECK_PRELUDE`` (``check_scripts`` writes one per mode).
+   ``requirement_added(built)`` says whether a requirement turn is part of the task.
+4. **Register it** in ``coworkgym/families/__init__.py`` and add a unit test in
+   ``tests/unit/test_families_<name>.py`` (the helpers of ``test_families_meeting_notes.py``
+   run the reference solution and the verifier in-process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+from typing import Literal
+
+from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import Artifact, FileUpdate, Signal, Trigger, TurnPatch, UserState
+from ..verifier.spec import (
+    Component,
+    InputsUnmodified,
+    JsonValue,
+    RedLine,
+    RubricItem,
+    VerifierSpec,
+)
+from .base import (
+    NEVER,
+    FamilyDraft,
+    FamilyParams,
+    TaskFamily,
+    parse_csv,
+    plan_turns,
+    read_csv_resource,
+    resource_bytes,
+    write_csv,
+)
+
+Format = Literal["csv", "xlsx", "json", "docx", "md", "txt", "py", "other"]
+InputKind = Literal["input_replaced", "input_edited"]
+
+
+# ---- later user turns -----------------------------------------------------------------------
+
+
+def when_exists(artifact: str) -> Trigger:
+    """The user speaks once the artifact exists (they reviewed a first version)."""
+    return Trigger(kind="artifact_exists", artifact=artifact)
+
+
+def after_reply(index: int) -> Trigger:
+    """The user speaks after the agent's ``index``-th reply."""
+    return Trigger(kind="after_agent_turn", agent_turn=index)
+
+
+def input_turn(
+    index: int,
+    trigger: Trigger,
+    message: str,
+    files: Mapping[str, bytes],
+    *,
+    reason: str,
+    invalidates: Iterable[str],
+    kind: InputKind = "input_replaced",
+) -> UserTurn:
+    """A turn in which the user writes ``files`` (workspace path → new content) and says
+    ``message``; each file travels in the patch under its base name."""
+    updates = [
+        FileUpdate(op="write", path=path, source=PurePosixPath(path).name, reason=reason)
+        for path in files
+    ]
+    return UserTurn(
+        TurnPatch(
+            turn=index,
+            trigger=trigger,
+            message=message,
+            kind=kind,
+            updates=updates,
+            invalidates=list(invalidates),
+        ),
+        {PurePosixPath(path).name: content for path, content in files.items()},
+    )
+
+
+def requirement_turn(index: int, message: str, invalidates: Iterable[str]) -> UserTurn:
+    """A turn in which the user changes what is wanted, after the agent's ``index``-th reply."""
+    return UserTurn(
+        TurnPatch(
+            turn=index,
+            trigger=after_reply(index),
+            message=message,
+            kind="requirement_changed",
+            invalidates=list(invalidates),
+        )
+    )
+
+
+def requirement_added(built: BuilderOutput) -> bool:
+    """Whether one of the task's later turns changes the requirement."""
+    return any(t.patch.kind == "requirement_changed" for t in built.turns)
+
+
+# ---- the draft --------------------------------------------------------------------------------
+
+
+def fill_template(template: str, **values: object) -> str:
+    """``template`` with each ``__NAME__`` replaced by ``str(values["name"])``."""
+    for name, value in values.items():
+        placeholder = f"__{name.upper()}__"
+        if placeholder not in template:
+            raise KeyError(f"template has no placeholder {placeholder}")
+        template = template.replace(placeholder, str(value))
+    return template
+
+
+def user_state(
+    persona: str,
+    role: str,
+    goal: str,
+    boundary: str,
+    signal: tuple[str, str],
+) -> UserState:
+    """The simulated user: one latent goal, one thing they do not know, and one signal
+    (what prompts it, what they reveal)."""
+    trigger, reveals = signal
+    return UserState(
+        persona=persona,
+        role=role,
+        latent_goals=[goal],
+        knowledge_boundary=[boundary],
+        signal_plan=[Signal(trigger=trigger, reveals=reveals)],
+    )
+
+
+def input_artifacts(formats: Mapping[str, Format]) -> list[Artifact]:
+    """Input artifacts, path → format."""
+    return [Artifact(path=p, role="input", format=f) for p, f in formats.items()]
+
+
+def output_artifacts(formats: Mapping[str, Format], depends_on: Iterable[str]) -> list[Artifact]:
+    """Output artifacts, path → format, each depending on ``depends_on``."""
+    sources = list(depends_on)
+    return [
+        Artifact(path=p, role="output", format=f, depends_on=list(sources))
+        for p, f in formats.items()
+    ]
+
+
+# ---- the verifier ---------------------------------------------------------------------------
+
+
+def sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def json_value(
+    id: str,
+    path: str,
+    pointer: str,
+    expected: object,
+    requirement: str,
+    *,
+    weight: float = 1,
+    tolerance: float | None = None,
+) -> Component:
+    """A component checking one value of a JSON deliverable by pointer."""
+    extra = {} if tolerance is None else {"tolerance": tolerance}
+    return Component(
+        id=id,
+        weight=weight,
+        check=JsonValue(path=path, pointer=pointer, expected=expected, **extra),
+        requirement=requirement,
+    )
+
+
+def inputs_unmodified(id: str, description: str, files: Mapping[str, bytes]) -> RedLine:
+    """A red line: these inputs (path → final content) must stay byte for byte."""
+    return RedLine(
+        id=id,
+        description=description,
+        check=InputsUnmodified(files={p: sha256(c) for p, c in files.items()}),
+    )
+
+
+def rubric(id: str, criterion: str, evidence: Iterable[str]) -> list[RubricItem]:
+    """A one-item rubric (what the LLM judge reads, and where)."""
+    return [RubricItem(id=id, criterion=criterion, evidence_paths=list(evidence))]
+
+
+def expectations(document: object) -> bytes:
+    """An expectations file for check scripts: stable, sorted JSON."""
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def verifier_output(
+    spec: VerifierSpec,
+    inputs: Mapping[str, bytes],
+    extra: Mapping[str, bytes] | None = None,
+) -> VerifierOutput:
+    """The verifier with private copies of ``inputs`` (under ``tests/inputs/``) and ``extra``
+    private files (check scripts, expectations)."""
+    private = {f"inputs/{p}": c for p, c in inputs.items()}
+    private.update(extra or {})
+    return VerifierOutput(spec=spec, private_files=private)
+
+
+# The start of every check script: the workspace is argv[1], and ``report`` prints the score
+# the custom_script check reads, then exits.
+CHECK_PRELUDE = '''\
+import json
+import sys
+from pathlib import Path
+
+ws = Path(sys.argv[1])
+
+
+def report(score, evidence):
+    print(json.dumps({"score": round(score, 6), "evidence": evidence}))
+    sys.exit(0)
+
+'''
+
+
+def check_scripts(template: str, modes: Iterable[str], name: str) -> dict[str, bytes]:
+    """One check script per mode: ``template`` with ``__MODE__`` replaced, saved as
+    ``name.format(mode=mode)`` (e.g. ``"check_{mode}.py"``)."""
+    return {name.format(mode=m): template.replace("__MODE__", m).encode() for m in modes}
+
+
+__all__ = [
+    "CHECK_PRELUDE",
+    "NEVER",
+    "FamilyDraft",
+    "FamilyParams",
+    "Format",
+    "TaskFamily",
+    "after_reply",
+    "check_scripts",
+    "expectations",
+    "fill_template",
+    "input_artifacts",
+    "input_turn",
+    "inputs_unmodified",
+    "json_value",
+    "output_artifacts",
+    "parse_csv",
+    "plan_turns",
+    "read_csv_resource",
+    "requirement_added",
+    "requirement_turn",
+    "resource_bytes",
+    "rubric",
+    "sha256",
+    "user_state",
+    "verifier_output",
+    "when_exists",
+    "write_csv",
+]
