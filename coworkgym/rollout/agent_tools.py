@@ -1,0 +1,171 @@
+"""The acting agent's sandbox and tools: the package's interfaces, confined to the workspace.
+
+The agent's sandbox mounts *only* the workspace (at the package's workdir). The private
+parts of a package — ``solution/``, ``tests/``, ``.user/``, ``.patch/`` — are never copied
+into it, so no path the agent names can reach them; the file tools resolve every path the
+way the sandbox would (``RoleMounts``), symlinks included. ``.cowork/interfaces.json``
+decides which tools exist and which workspace sub-paths are readable and writable; a plain
+Harbor task without that file gets the shell and the file tools on the whole workspace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..llm.tools import RoleMounts, Tool, ToolBox, standard_tools
+from ..package.cowork import Interfaces
+from ..package.package import EnvironmentPackage
+from ..sandbox import Mount, Sandbox
+from .harness import ASK_USER_TOOL, FINISH_TOOL
+from .trajectory import FileDigest
+
+DEFAULT_TOOLS = ("shell", "read_file", "write_file", "edit_file", "list_files")
+
+
+def interfaces_of(pkg: EnvironmentPackage, workdir: str) -> Interfaces:
+    """The package's declared interfaces, or the default for a plain Harbor task."""
+    if pkg.interfaces is not None:
+        return pkg.interfaces
+    return Interfaces(tools=list(DEFAULT_TOOLS), workdir=workdir)
+
+
+def agent_mounts(workspace: Path, workdir: str, interfaces: Interfaces) -> RoleMounts:
+    """The workspace at ``workdir``: read-write where ``writable`` says, read-only where
+    only ``readable`` does, absent elsewhere. Nothing outside the workspace is mounted."""
+    writable = [_norm(p) for p in interfaces.writable]
+    readable = [_norm(p) for p in interfaces.readable]
+    mounts: list[Mount] = []
+    if "." in writable:
+        mounts.append(Mount(workspace, workdir, writable=True))
+    else:
+        if "." in readable:
+            mounts.append(Mount(workspace, workdir))
+        else:
+            mounts += [_sub(workspace, workdir, p, writable=False) for p in readable]
+        mounts += [_sub(workspace, workdir, p, writable=True) for p in writable]
+    return RoleMounts(tuple(mounts), workdir)
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path.strip("/")) or "."
+
+
+def _sub(workspace: Path, workdir: str, rel: str, *, writable: bool) -> Mount:
+    if rel.startswith("..") or posixpath.isabs(rel):
+        raise ValueError(f"interfaces path {rel!r} must stay inside the workspace")
+    host = workspace / rel
+    host.mkdir(parents=True, exist_ok=True)  # a declared path the agent may fill
+    return Mount(host, posixpath.join(workdir, rel), writable=writable)
+
+
+def agent_toolbox(
+    mounts: RoleMounts, sandbox: Sandbox, interfaces: Interfaces, *, memory_mb: int = 2048
+) -> ToolBox:
+    env = {"COWORK_WORKSPACE": mounts.cwd}
+    tools: list[Tool[Any]] = standard_tools(
+        mounts, sandbox, env=env, memory_mb=memory_mb, names=list(interfaces.tools)
+    )
+    return ToolBox.of(tools)
+
+
+def episode_tool_specs(toolbox: ToolBox) -> list[dict[str, Any]]:
+    """OpenAI ``tools``: the package's interfaces, then ``ask_user`` and ``finish``."""
+    extra = [
+        _function(
+            ASK_USER_TOOL,
+            "Ask the user a clarifying question. They answer what they know; they do not "
+            "know everything.",
+            {"question": {"type": "string", "description": "one clear question"}},
+            ["question"],
+        ),
+        _function(
+            FINISH_TOOL,
+            "End your turn: say what you did and list the workspace files you produced or "
+            "changed. The user may answer with a follow-up request.",
+            {
+                "summary": {"type": "string", "description": "what you did, briefly"},
+                "deliverables": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "workspace paths (relative to the working directory)",
+                },
+            },
+            ["summary"],
+        ),
+    ]
+    return [*toolbox.specs(), *extra]
+
+
+def _function(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+# ---- workspace digests --------------------------------------------------------------
+def digests(root: Path) -> dict[str, FileDigest]:
+    """sha256 of every regular file under ``root``. Symlinks are recorded by neither side
+    and never followed: the agent may plant one pointing anywhere on the host."""
+    found: dict[str, FileDigest] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            rel = path.relative_to(root).as_posix()
+            found[rel] = FileDigest(path=rel, sha256=_sha256(path), size=info.st_size)
+    return found
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Diff:
+    created: list[str]
+    modified: list[str]
+    deleted: list[str]
+
+
+def diff(before: dict[str, FileDigest], after: dict[str, FileDigest]) -> Diff:
+    return Diff(
+        created=sorted(set(after) - set(before)),
+        modified=sorted(p for p in after if p in before and after[p].sha256 != before[p].sha256),
+        deleted=sorted(set(before) - set(after)),
+    )
+
+
+__all__ = [
+    "Diff",
+    "agent_mounts",
+    "agent_toolbox",
+    "diff",
+    "digests",
+    "episode_tool_specs",
+    "interfaces_of",
+]
