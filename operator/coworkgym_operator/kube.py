@@ -3,14 +3,17 @@ runs sync handlers in its thread pool)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .builders import LABEL_ENV, Manifest
+from .api.types import GROUP, PLURAL, VERSION
+from .builders import LABEL_ENV, LABEL_GENERATION, Manifest
 from .reconcile.environment import JobObservation
+from .reconcile.pods import pod_start
 
 
 class Kube:
@@ -43,7 +46,8 @@ class Kube:
             if exc.status == 404:
                 return JobObservation(name, "missing")
             raise
-        result, pod_state = self._pod_result(namespace, name)
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
+        result, pod_state = _pod_result(pods)
         conditions = {c.type: c for c in (job.status.conditions or []) if c.status == "True"}
         seconds = _seconds(job.status.start_time, job.status.completion_time)
         if pod_state == "succeeded" or "Complete" in conditions:
@@ -52,25 +56,58 @@ class Kube:
             failed = conditions.get("Failed")
             reason = f"{failed.reason}: {failed.message}" if failed else "pod failed"
             return JobObservation(name, "failed", result, reason=reason, seconds=seconds)
-        return JobObservation(name, "running")
+        generation = (job.metadata.labels or {}).get(LABEL_GENERATION, "")
+        return JobObservation(
+            name,
+            "running",
+            created_at=job.metadata.creation_timestamp,
+            generation=int(generation) if generation.isdigit() else None,
+            start=pod_start(self._plain(p) for p in pods),
+        )
 
-    def _pod_result(self, namespace: str, job: str) -> tuple[dict[str, Any] | None, str | None]:
-        """The stage's JSON result from its pod's termination message."""
-        import json
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        """A client object as the API serves it (camelCase keys), for the pure readers."""
+        plain: dict[str, Any] = self.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return plain
 
-        pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
-        for pod in pods:
-            phase = (pod.status.phase or "").lower()
-            for status in pod.status.container_statuses or []:
-                terminated = status.state.terminated if status.state else None
-                if terminated is not None and terminated.message:
-                    try:
-                        return json.loads(terminated.message.strip().splitlines()[-1]), phase
-                    except ValueError:
-                        return {"ok": False, "error": terminated.message[-500:]}, phase
-            if phase in ("succeeded", "failed"):
-                return None, phase
-        return None, None
+    def delete(self, namespace: str, kind: str, name: str) -> bool:
+        """Delete a child (its pods with it); one already gone is fine. True if deleted."""
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        try:
+            if kind == "Job":
+                self.batch.delete_namespaced_job(name, namespace, body=body)
+            elif kind == "PersistentVolumeClaim":
+                self.core.delete_namespaced_persistent_volume_claim(name, namespace, body=body)
+            else:
+                raise ValueError(f"cannot delete {kind}")
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        """Drop one finalizer from a CoworkEnvironment (a JSON patch that tests the index,
+        so a concurrent change of the list makes it fail instead of removing another)."""
+        custom = client.CustomObjectsApi(self.api)
+        body: Any = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        finalizers: list[str] = body.get("metadata", {}).get("finalizers") or []
+        if finalizer not in finalizers:
+            return
+        at = finalizers.index(finalizer)
+        patch = [
+            {"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
+            {"op": "remove", "path": f"/metadata/finalizers/{at}"},
+        ]
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            patch,
+            _content_type="application/json-patch+json",
+        )
 
     def create(self, manifest: Manifest) -> bool:
         """Create a child; an existing one is fine (level-triggered). True if created."""
@@ -102,6 +139,22 @@ class Kube:
             namespace, label_selector=selector
         )
         self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+
+
+def _pod_result(pods: list[Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The stage's JSON result from its pod's termination message, and the pod's phase."""
+    for pod in pods:
+        phase = (pod.status.phase or "").lower()
+        for status in pod.status.container_statuses or []:
+            terminated = status.state.terminated if status.state else None
+            if terminated is not None and terminated.message:
+                try:
+                    return json.loads(terminated.message.strip().splitlines()[-1]), phase
+                except ValueError:
+                    return {"ok": False, "error": terminated.message[-500:]}, phase
+        if phase in ("succeeded", "failed"):
+            return None, phase
+    return None, None
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

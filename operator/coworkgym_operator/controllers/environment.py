@@ -1,10 +1,14 @@
 """The CoworkEnvironment controller: one idempotent reconcile, run on create, update, resume
-and by a timer (level-triggered: the timer notices finished Jobs without Job watches).
-Status is written once per cycle through kopf's patch; events follow."""
+and by a timer (level-triggered: the timer notices finished Jobs and pods that cannot
+start without Job watches). Status is written once per cycle through kopf's patch; events
+follow, posted under the operator's own name. The log says what changed (a phase, a child
+created or deleted), not that a timer ran."""
 
 from __future__ import annotations
 
-import time
+import logging
+import os
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -12,10 +16,16 @@ import kopf
 from .. import metrics
 from ..api.types import GROUP, PLURAL, VERSION
 from ..kube import Kube
-from ..reconcile.environment import Observed, pending_job_name, reconcile
+from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
 
 SETTINGS = OperatorSettings.from_env()
+COMPONENT = "cowork-gym-operator"  # events' source, in `kubectl describe` and `get events`
+FINALIZER = f"{GROUP}/cleanup"
+# what operators before 0.2 put on every environment: removed on deletion, so that an
+# environment created by an older operator is not stranded by the rename
+LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+TERMINAL = ("Released", "Rejected", "Failed")
 _kube: Kube | None = None
 
 
@@ -32,56 +42,102 @@ def kube() -> Kube:
     return _kube
 
 
+class _QuietTimerSuccess(logging.Filter):
+    """kopf logs "Timer 'on_timer' succeeded." at INFO on every run: every few seconds per
+    environment, saying nothing. Its failures (logged at ERROR) still pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Timer ") and message.endswith(" succeeded."))
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf's own bookkeeping in annotations, so that status holds only our schema
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
-    settings.posting.level = 20  # INFO events and above
+    settings.persistence.finalizer = FINALIZER
+    settings.posting.level = logging.INFO  # INFO events and above
+    settings.posting.reporting_component = COMPONENT
+    settings.posting.reporting_instance = os.environ.get("POD_ID") or os.uname().nodename
+    settings.posting.event_name_prefix = "cowork-gym-"
     settings.watching.server_timeout = 60
     # we watch one known CRD; scanning for namespaces/CRDs only costs a namespaced operator
     # (without cluster-wide list rights) a minute of retries at start-up
     settings.scanning.disabled = True
+    quiet = _QuietTimerSuccess()
+    for name in ("kopf.objects", "kopf"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _QuietTimerSuccess) for f in logger.filters):
+            logger.addFilter(quiet)
+
+
+def family_of(spec: dict[str, Any]) -> str:
+    """The family label of the metrics: the spec's family, or the one its labels choose
+    (the Builder makes the same choice), so it is one of a fixed set."""
+    from coworkgym.families import FAMILIES, family_for_scenario
+
+    task = spec.get("task") or {}
+    if task.get("family"):
+        return str(task["family"]) if task["family"] in FAMILIES else "unknown"
+    scenario = str((task.get("labels") or {}).get("scenario", ""))
+    return family_for_scenario(scenario, int(task.get("seed", 0))).name
 
 
 def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     env = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
     env["metadata"]["namespace"] = body.metadata.namespace
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
-    metrics.RECONCILES.labels("CoworkEnvironment").inc()
+    metrics.RECONCILES.labels(namespace, "CoworkEnvironment").inc()
     try:
         pending = pending_job_name(env)
         observed = Observed(
             job=kube().observe_job(namespace, pending) if pending else None,
             existing_children=kube().existing_children(namespace, name),
+            now=datetime.now(UTC),
         )
         plan = reconcile(env, observed, SETTINGS)
-        for child in plan.create:
-            if kube().create(child):
-                logger.info(f"created {child['kind']}/{child['metadata']['name']}")
+        for kind, child in plan.delete:
+            if kube().delete(namespace, kind, child):
+                logger.info(f"deleted {kind}/{child}")
+        for manifest in plan.create:
+            if kube().create(manifest):
+                logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
     except Exception:
-        metrics.RECONCILE_ERRORS.labels("CoworkEnvironment").inc()
+        metrics.RECONCILE_ERRORS.labels(namespace, "CoworkEnvironment").inc()
         raise  # kopf retries with backoff: a temporary error
     if plan.status != dict(body.status or {}):  # skip no-op writes
         patch.status.update(plan.status)
-    _record(f"{namespace}/{name}", plan)
+    if plan.transition:
+        before, after = plan.transition
+        logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
+    _record(namespace, name, _family(env), plan)
     for kind, reason, message in plan.events:
         kopf.event(body, type=kind, reason=reason, message=message)
 
 
-def _record(key: str, plan: Any) -> None:
-    metrics.observe_phase(key, plan.status.get("phase"))
+def _family(env: dict[str, Any]) -> str:
+    try:
+        return family_of(env["spec"])
+    except (KeyError, TypeError, ValueError):  # an invalid spec: still counted
+        return ""
+
+
+def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
+    labels = (namespace, family)
+    metrics.observe_phase(namespace, name, family, plan.status.get("phase"))
     for defect in plan.defects:
-        metrics.DEFECTS.labels(defect.code, defect.owner).inc()
+        metrics.DEFECTS.labels(*labels, defect.code, defect.owner).inc()
     if plan.stage_seconds:
-        metrics.STAGE_SECONDS.labels(plan.stage_seconds[0]).observe(plan.stage_seconds[1])
+        stage, seconds = plan.stage_seconds
+        metrics.STAGE_SECONDS.labels(*labels, stage).observe(seconds)
     if plan.job_failed:
-        metrics.JOB_FAILURES.labels(plan.job_failed).inc()
+        metrics.JOB_FAILURES.labels(*labels, plan.job_failed).inc()
     if plan.finished:
-        metrics.FINISHED.labels(plan.finished).inc()
-        metrics.ITERATIONS.observe(plan.status.get("iteration", 0))
+        metrics.FINISHED.labels(*labels, plan.finished).inc()
+        metrics.ITERATIONS.labels(*labels).observe(plan.status.get("iteration", 0))
         if plan.finished == "rejected":
-            metrics.BUDGET_EXHAUSTED.inc()
+            metrics.BUDGET_EXHAUSTED.labels(*labels).inc()
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -97,7 +153,7 @@ def on_change(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any)
     PLURAL,
     interval=SETTINGS.reconcile_interval,
     initial_delay=1.0,
-    when=lambda status, **_: status.get("phase") not in ("Released", "Rejected", "Failed"),
+    when=lambda status, **_: status.get("phase") not in TERMINAL,
 )
 def on_timer(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     _reconcile(body, patch, logger)
@@ -107,8 +163,10 @@ def on_timer(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) 
 def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     kube().delete_children(namespace, name)
-    metrics.observe_phase(f"{namespace}/{name}", None)
+    if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
+        kube().remove_finalizer(namespace, name, LEGACY_FINALIZER)
+    metrics.observe_phase(namespace, name, "", None)
     logger.info(f"deleted the children of {name}")
 
 
-__all__ = ["configure", "on_change", "on_delete", "on_timer", "time"]
+__all__ = ["configure", "family_of", "on_change", "on_delete", "on_timer"]

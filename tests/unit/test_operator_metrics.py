@@ -1,0 +1,68 @@
+"""The operator's metrics: labels of bounded sets, and a phase gauge that kopf's worker
+threads can update at once."""
+
+from __future__ import annotations
+
+import threading
+
+from coworkgym_operator import metrics
+from coworkgym_operator.controllers.environment import family_of
+
+
+def gauge(namespace: str, family: str, phase: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "coworkgym_environments", {"namespace": namespace, "family": family, "phase": phase}
+    )
+    return value or 0.0
+
+
+def test_the_phase_gauge_is_exact_under_concurrent_updates() -> None:
+    # kopf runs sync handlers in a thread pool: many environments report at once. Before
+    # the lock, counting while another thread added an environment raised "dictionary
+    # changed size during iteration".
+    errors: list[BaseException] = []
+
+    def report(worker: int) -> None:
+        try:
+            for i in range(400):
+                name = f"env-{worker}-{i}"
+                metrics.observe_phase("threads", name, "weather_report", "Building")
+                metrics.observe_phase("threads", name, "weather_report", "Released")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=report, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert gauge("threads", "weather_report", "Released") == 8 * 400
+    assert gauge("threads", "weather_report", "Building") == 0
+    for w in range(8):
+        for i in range(400):
+            metrics.observe_phase("threads", f"env-{w}-{i}", "", None)
+    assert gauge("threads", "weather_report", "Released") == 0  # gone: 0, not the last value
+
+
+def test_environment_metrics_are_per_namespace_and_family() -> None:
+    metrics.FINISHED.labels("team-a", "meeting_notes", "failed").inc()
+    value = metrics.REGISTRY.get_sample_value(
+        "coworkgym_environments_finished_total",
+        {"namespace": "team-a", "family": "meeting_notes", "outcome": "failed"},
+    )
+    assert value == 1.0
+    for metric in (metrics.FINISHED, metrics.DEFECTS, metrics.JOB_FAILURES, metrics.ITERATIONS):
+        assert {"namespace", "family"} <= set(metric._labelnames)
+
+
+def test_the_family_label_is_one_of_the_registered_families() -> None:
+    labels = {"scenario": "data_analysis/reporting/periodic_report", "capabilities": []}
+    assert family_of({"task": {"family": "ledger_reconciliation", "labels": labels}}) == (
+        "ledger_reconciliation"
+    )
+    chosen = family_of({"task": {"labels": labels, "seed": 3}})
+    from coworkgym.families import FAMILIES
+
+    assert chosen in FAMILIES
+    assert family_of({"task": {"family": "made-up", "labels": labels}}) == "unknown"
