@@ -260,7 +260,16 @@ def write_atif(trajectories: Iterable[Trajectory], out: Path) -> int:
                 count += 1
         return count
     out.mkdir(parents=True, exist_ok=True)
+    written: set[str] = set()
     for trajectory in trajectories:
+        if trajectory.id in written:
+            key = trajectory.key
+            raise ExportError(
+                f"two trajectories share the id {trajectory.id} (package {key.package_digest}, "
+                f"harness {key.harness}, model {key.model}, sample {key.sample}); "
+                "export to a .jsonl file to keep both"
+            )
+        written.add(trajectory.id)
         document = model.model_validate(atif_dict(trajectory)).to_json_dict()
         (out / f"{trajectory.id}.json").write_text(json.dumps(document, indent=2) + "\n")
         count += 1

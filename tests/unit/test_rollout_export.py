@@ -42,15 +42,17 @@ def malformed_call_and_copied_context() -> Trajectory:
 
 
 def variety() -> list[Trajectory]:
-    return [
-        make.solved(),
-        make.solved(sample=1, with_tokens=False),
-        make.verifier_crashed(),
-        make.unverified(),
-        make.with_simulator_fault(),
-        make.with_recovered_tool_error(),
-        malformed_call_and_copied_context(),
-    ]
+    return make.numbered(
+        [
+            make.solved(),
+            make.solved(with_tokens=False),
+            make.verifier_crashed(),
+            make.unverified(),
+            make.with_simulator_fault(),
+            make.with_recovered_tool_error(),
+            malformed_call_and_copied_context(),
+        ]
+    )
 
 
 # ---- ATIF -------------------------------------------------------------------------------
@@ -98,11 +100,17 @@ def test_atif_round_trip_rebuilds_the_record(tmp_path: Path) -> None:
         assert from_atif(to_atif(trajectory).to_json_dict()) == trajectory
     assert write_atif(trajectories, tmp_path / "atif") == len(trajectories)
     files = sorted((tmp_path / "atif").glob("*.json"))
-    assert len(files) == len({t.id for t in trajectories})
+    assert len(files) == len(trajectories)
     for file in files:
         AtifTrajectory.model_validate(json.loads(file.read_text()))
     write_atif(trajectories, tmp_path / "atif.jsonl")
     assert list(read_atif(tmp_path / "atif.jsonl")) == trajectories
+
+
+def test_atif_folder_export_refuses_to_overwrite_a_shared_id(tmp_path: Path) -> None:
+    twins = [make.solved(), make.solved(reward=0.5)]
+    with pytest.raises(ExportError, match=r"share the id .* sample 0"):
+        write_atif(twins, tmp_path / "atif")
 
 
 # ---- Hugging Face dataset -------------------------------------------------------------------
