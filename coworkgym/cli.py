@@ -6,8 +6,9 @@ import json
 import os
 import sys
 import tempfile
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -20,6 +21,12 @@ from .logs import configure_logging
 from .package.errors import PackageError
 from .package.package import EnvironmentPackage
 from .sandbox import SandboxUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .rollout.filters import Verdict
+    from .rollout.reading import Record
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 console = Console(stderr=True)
@@ -197,6 +204,147 @@ def synth(
         f"({campaign.cpu_seconds:.0f} CPU-s); manifest: {out_target.rstrip('/')}/manifest.jsonl"
     )
     raise typer.Exit(0 if released else 1)
+
+
+class ExportFormat(StrEnum):
+    atif = "atif"
+    hf = "hf"
+
+
+TRAJECTORIES_HELP = "trajectory JSONL files, or folders of them (read recursively)"
+
+
+@app.command("filter")
+def filter_command(
+    inputs: Annotated[list[Path], typer.Argument(help=TRAJECTORIES_HELP, exists=True)],
+    out_path: Annotated[Path, typer.Option("--out", help="where the kept trajectories go")],
+    report: Annotated[Path | None, typer.Option(help="write the funnel here as JSON")] = None,
+    dropped: Annotated[
+        Path | None, typer.Option(help="write one JSON line per dropped trajectory (why)")
+    ] = None,
+    settings_file: Annotated[
+        Path | None,
+        typer.Option("--settings", exists=True, help="filter settings (YAML/JSON, camelCase)"),
+    ] = None,
+    drop_truncated: Annotated[
+        bool | None,
+        typer.Option("--drop-truncated/--keep-truncated", help="budget-ended rollouts"),
+    ] = None,
+    drop_unrecovered_tool_errors: Annotated[
+        bool | None,
+        typer.Option(
+            "--drop-unrecovered-tool-errors/--keep-unrecovered-tool-errors",
+            help="a last tool error never followed by a successful call",
+        ),
+    ] = None,
+    min_reward: Annotated[float | None, typer.Option(help="keep rewards >= this")] = None,
+    message_claims: Annotated[
+        bool | None,
+        typer.Option(
+            "--message-claims/--no-message-claims",
+            help="read claimed files from the final agent message when none are recorded",
+        ),
+    ] = None,
+    skip: Annotated[list[str] | None, typer.Option(help="a rule not to apply")] = None,
+    skip_unreadable: Annotated[
+        bool, typer.Option(help="count unreadable lines in the funnel instead of failing")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the funnel as JSON")] = False,
+) -> None:
+    """Keep trajectories fit for training; print the funnel (raw → after each rule)."""
+    from pydantic import ValidationError
+
+    from .rollout.filters import FilterSettings, filter_files, funnel_table
+    from .rollout.reading import TrajectoryReadError
+
+    try:
+        base = FilterSettings.load(settings_file) if settings_file else FilterSettings()
+        overrides = {
+            "drop_truncated": drop_truncated,
+            "drop_unrecovered_tool_errors": drop_unrecovered_tool_errors,
+            "min_reward": min_reward,
+            "parse_claims_from_message": message_claims,
+            "skip_rules": skip or None,
+        }
+        settings = FilterSettings.model_validate(
+            {**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        )
+    except (ValueError, ValidationError) as exc:
+        console.print(f"[red]invalid filter settings:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    log = dropped.open("w", encoding="utf-8") if dropped else None
+    try:
+        funnel = filter_files(
+            inputs,
+            out_path,
+            settings,
+            skip_unreadable=skip_unreadable,
+            on_drop=None if log is None else _drop_logger(log),
+        )
+    except (TrajectoryReadError, FileNotFoundError) as exc:
+        console.print(f"[red]cannot read trajectories:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    finally:
+        if log is not None:
+            log.close()
+    wire = funnel.model_dump_json(by_alias=True, indent=2)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(wire + "\n", encoding="utf-8")
+    if as_json:
+        out.print_json(wire)
+    else:
+        out.print(funnel_table(funnel))
+        took = f"{funnel.elapsed_s:.1f} s"
+        out.print(f"kept {funnel.kept:,} of {funnel.raw:,} → {out_path}  ({took})")
+
+
+def _drop_logger(handle: TextIO) -> Callable[[Record, Verdict], None]:
+    def log(record: Record, verdict: Verdict) -> None:
+        line = {
+            "id": record.trajectory.id,
+            "where": record.where,
+            "rule": verdict.rule,
+            "reason": verdict.drop.reason,
+            "detail": verdict.drop.detail,
+        }
+        handle.write(json.dumps(line) + "\n")
+
+    return log
+
+
+@app.command("export")
+def export_command(
+    inputs: Annotated[list[Path], typer.Argument(help=TRAJECTORIES_HELP, exists=True)],
+    export_format: Annotated[
+        ExportFormat,
+        typer.Option("--format", help="atif: Harbor trajectory JSON; hf: parquet dataset"),
+    ],
+    out_path: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="atif: a folder (or .jsonl); hf: a .parquet file or a folder (data/train-…)",
+        ),
+    ],
+) -> None:
+    """Export trajectories to Harbor's ATIF or a Hugging Face dataset (parquet)."""
+    from .rollout.export import ExportError, write_atif, write_hf_dataset
+    from .rollout.reading import TrajectoryReadError, iter_trajectories
+
+    trajectories = iter_trajectories(inputs)
+    try:
+        if export_format is ExportFormat.atif:
+            count, written = write_atif(trajectories, out_path), out_path
+        else:
+            written, count = write_hf_dataset(trajectories, out_path)
+    except (TrajectoryReadError, FileNotFoundError) as exc:
+        console.print(f"[red]cannot read trajectories:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    except ExportError as exc:
+        console.print(f"[red]cannot export:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    out.print(f"exported {count:,} trajectories ({export_format.value}) → {written}")
 
 
 def main() -> None:
