@@ -154,7 +154,14 @@ def test_the_stage_deadline_ends_a_slow_session(
 # ---- budgets end the stage through the loop ---------------------------------------------
 def loop_spec(base_url: str, max_turns: int = 40) -> EnvironmentSpec:
     spec = EnvironmentSpec.model_validate(
-        {"task": {"labels": {"capabilities": ["data_analysis"], "scenario": "a/b/c"}}}
+        {
+            "task": {
+                "labels": {
+                    "capabilities": ["data_analysis"],
+                    "scenario": "data_analysis/reporting/periodic_report",  # a taxonomy leaf
+                }
+            }
+        }
     )
     configure_llm_backends(spec, base_url=base_url, model=MODEL)
     spec.backends.builder.max_turns = max_turns
