@@ -39,6 +39,7 @@ from ..runtime.workspace import materialize
 from ..sandbox import Sandbox, default_sandbox
 from . import agent_tools
 from . import replay as _replay  # noqa: F401 - registers the oracle and nop harnesses
+from . import tool_calling as _tool_calling  # noqa: F401 - registers tool-calling
 from .harness import (
     ASK_USER_TOOL,
     FINISH_TOOL,
@@ -462,7 +463,7 @@ class RolloutEngine:
     def _client(self, scope: str, role: str, endpoint: Endpoint) -> openai.OpenAI:
         route = Route(base_url=endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key)
         token = self.gateway().grant(scope, role, route)
-        return openai.OpenAI(
+        return openai.OpenAI(  # closed by the rollout that asked for it
             base_url=self.gateway().url,
             api_key=token,
             max_retries=self.max_retries,
@@ -523,20 +524,46 @@ class RolloutEngine:
         tmp: Path,
         api_key: str,
     ) -> Trajectory:
+        workspace = tmp / "workspace"
+        scopes = [key.id]
+        clients: list[openai.OpenAI] = []
+        try:
+            return self._episode(
+                pkg, harness_name, policy, key, ref, policy_ref, workspace, api_key, scopes, clients
+            )
+        finally:
+            for client in clients:
+                client.close()
+            if self._gateway is not None:
+                for scope in scopes:
+                    self._gateway.revoke_environment(scope)
+
+    def _episode(
+        self,
+        pkg: EnvironmentPackage,
+        harness_name: str,
+        policy: PolicyConfig,
+        key: RolloutKey,
+        ref: EnvironmentRef,
+        policy_ref: PolicyRef,
+        workspace: Path,
+        api_key: str,
+        scopes: list[str],
+        clients: list[openai.OpenAI],
+    ) -> Trajectory:
         assert self.sandbox is not None and self.runtime is not None
         started = now()
-        workspace = tmp / "workspace"
         workdir = materialize(pkg, workspace).workdir
         interfaces = agent_tools.interfaces_of(pkg, workdir)
         mounts = agent_tools.agent_mounts(workspace, workdir, interfaces)
         toolbox = agent_tools.agent_toolbox(
             mounts, self.sandbox, interfaces, memory_mb=self.limits.tool_memory_mb
         )
-        scopes = [key.id]
         voice: Voice | None = None
         if self.user_endpoint is not None:
             scopes.append(f"{key.id}/user")
             client = self._client(scopes[-1], "user", self.user_endpoint)
+            clients.append(client)
             voice = LLMVoice(
                 client, self.user_endpoint.model, temperature=self.user_endpoint.temperature
             )
@@ -601,15 +628,10 @@ class RolloutEngine:
             judge = None
             if self.judge_endpoint is not None and pkg.verifier and pkg.verifier.rubric:
                 scopes.append(f"{key.id}/judge")
-                judge = RubricJudge(
-                    self._client(scopes[-1], "judge", self.judge_endpoint),
-                    self.judge_endpoint.model,
-                )
+                clients.append(self._client(scopes[-1], "judge", self.judge_endpoint))
+                judge = RubricJudge(clients[-1], self.judge_endpoint.model)
             verification = verify_rollout(self.runtime, pkg, workspace, workdir, claims, judge)
         verify_s = time.perf_counter() - clock
-        if self._gateway is not None:
-            for scope in scopes:
-                self._gateway.revoke_environment(scope)
         return Trajectory(
             key=key,
             environment=ref,
