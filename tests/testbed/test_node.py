@@ -435,15 +435,33 @@ def test_a_deleted_sandbox_pod_is_retried_and_deleting_leaves_nothing(
     cluster.apply(spec_manifest("lost", cluster.ns))
     pod = running_pod(cluster, "lost", "builder")
     cluster.v1.delete_namespaced_pod(pod.metadata.name, cluster.ns, grace_period_seconds=0)
-    assert (
-        wait_phase(cluster, "lost", ("Released", "Rejected", "Failed"), RELEASE_TIMEOUT)
-        == "Released"
-    )
-    assert "lost-builder-i0-a2" in cluster.jobs()
 
-    claims = cluster.v1.list_namespaced_persistent_volume_claim(cluster.ns).items
-    volumes = {c.spec.volume_name for c in claims}
-    assert len(volumes) == 3 and all(volumes)
+    def bound_volumes() -> set[str]:
+        return {
+            v.metadata.name
+            for v in cluster.v1.list_persistent_volume().items
+            if v.spec.claim_ref is not None and v.spec.claim_ref.namespace == cluster.ns
+        }
+
+    volumes: set[str] = set()
+
+    def finished() -> str | None:
+        volumes.update(bound_volumes())  # seen while the stages run
+        phase = cluster.phase("lost")
+        return phase if phase in ("Released", "Rejected", "Failed") else None
+
+    assert cluster.wait(finished, timeout=RELEASE_TIMEOUT, message="lost finished") == "Released"
+    assert "lost-builder-i0-a2" in cluster.jobs()
+    assert len(volumes) == 3, volumes
+
+    # The outcome releases the role volumes (sandboxVolumes.retention: Delete), while the
+    # finished stage Jobs and their pods stay for their TTL.
+    def released() -> bool:
+        claims = cluster.v1.list_namespaced_persistent_volume_claim(cluster.ns).items
+        return not claims and not (volumes & bound_volumes())
+
+    cluster.wait(released, timeout=120, message="the role volumes released after the outcome")
+    assert cluster.jobs()
     cluster.tb.kubectl("delete", "cwe", "lost", "-n", cluster.ns, "--wait=true", "--timeout=120s")
 
     def nothing_left() -> bool:

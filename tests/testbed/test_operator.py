@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 import pytest
 from kopf.testing import KopfRunner
 
+from coworkgym_operator.controllers.environment import family_of
 from coworkgym_operator.metrics import FINISHED, REGISTRY
 from coworkgym_testbed.kopfkit import kopf_runner
 from tests.support.kube import Cluster, manifest, stage_input
@@ -43,9 +44,10 @@ def operator(
 def test_an_environment_walks_build_execute_release(
     cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
+    body = json.loads(manifest("demo"))
+    finished = {"namespace": cluster.ns, "family": family_of(body["spec"]), "outcome": "released"}
     released_before = (
-        REGISTRY.get_sample_value("coworkgym_environments_finished_total", {"outcome": "released"})
-        or 0.0
+        REGISTRY.get_sample_value("coworkgym_environments_finished_total", finished) or 0.0
     )
     with operator() as runner:
         cluster.apply(manifest("demo"))
@@ -121,7 +123,12 @@ def test_an_environment_walks_build_execute_release(
         "Executed": "True",
         "Released": "True",
         "Failed": "False",
+        "Complete": "True",
     }
+    # kubectl wait works on the outcome, whichever it is
+    cluster.tb.kubectl(
+        "wait", "--for=condition=Complete", "--timeout=5s", "cwe/demo", "-n", cluster.ns
+    )
     assert status["observedGeneration"] == 1
     assert "Released" in printed and "s3://cowork-gym/envs/demo" in printed
     assert cluster.jobs() == [
@@ -131,8 +138,7 @@ def test_an_environment_walks_build_execute_release(
         "demo-verifier-i0-a1",
     ]
     released_after = (
-        REGISTRY.get_sample_value("coworkgym_environments_finished_total", {"outcome": "released"})
-        or 0.0
+        REGISTRY.get_sample_value("coworkgym_environments_finished_total", finished) or 0.0
     )
     assert released_after == released_before + 1
     assert FINISHED is not None
@@ -175,6 +181,11 @@ def test_defects_are_routed_to_their_owner_and_budget_exhaustion_rejects(
     assert not any(j.startswith("strict-builder-i1") for j in cluster.jobs())
     released = next(c for c in status["conditions"] if c["type"] == "Released")
     assert (released["status"], released["reason"]) == ("False", "Rejected")
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert (complete["status"], complete["reason"]) == ("True", "Rejected")
+    cluster.tb.kubectl(
+        "wait", "--for=condition=Complete", "--timeout=5s", "cwe/strict", "-n", cluster.ns
+    )
 
 
 def test_a_failed_sandbox_job_is_retried_once(
@@ -195,7 +206,20 @@ def test_a_failed_sandbox_job_is_retried_once(
             ok=False,
         )
         cluster.wait(lambda: cluster.phase("flaky") == "Failed", message="Failed")
-    assert "OOMKilled" in cluster.env("flaky")["status"]["message"]
+    status = cluster.env("flaky")["status"]
+    assert "OOMKilled" in status["message"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert (conditions["Built"]["status"], conditions["Built"]["reason"]) == (
+        "False",
+        "BuilderFailed",
+    )
+    assert "OOMKilled" in conditions["Built"]["message"]
+    assert conditions["VerifierBuilt"]["reason"] == "NotReached"
+    complete = conditions["Complete"]
+    assert (complete["status"], complete["reason"]) == ("True", "Failed")
+    cluster.tb.kubectl(
+        "wait", "--for=condition=Complete", "--timeout=5s", "cwe/flaky", "-n", cluster.ns
+    )
 
 
 def test_operator_restart_mid_stage_duplicates_nothing(

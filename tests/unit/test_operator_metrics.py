@@ -66,3 +66,29 @@ def test_the_family_label_is_one_of_the_registered_families() -> None:
 
     assert chosen in FAMILIES
     assert family_of({"task": {"family": "made-up", "labels": labels}}) == "unknown"
+
+
+# ---- what kopf is told at start-up --------------------------------------------------------
+
+
+def test_kopf_uses_the_projects_finalizer_event_source_and_a_quiet_log() -> None:
+    import logging
+
+    import kopf
+
+    from coworkgym_operator.controllers import environment
+
+    settings = kopf.OperatorSettings()
+    environment.configure(settings=settings)
+    assert settings.persistence.finalizer == "coworkgym.dev/cleanup"
+    assert settings.posting.reporting_component == "cowork-gym-operator"
+    (quiet,) = [f for f in logging.getLogger("kopf.objects").filters if hasattr(f, "filter")]
+
+    def passes(message: str, level: int = logging.INFO) -> bool:
+        record = logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+        return bool(quiet.filter(record))
+
+    assert not passes("Timer 'on_timer' succeeded.")
+    assert passes("Handler 'on_change' succeeded.")  # a change: once per event, kept
+    assert passes("created Job/demo-builder-i0-a1")
+    assert passes("Timer 'on_timer' failed with an exception. Will retry.", logging.ERROR)
