@@ -214,36 +214,12 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
 
     job = observed.job
     if state.stage is not None and job is not None and job.name == _job_of(meta, state):
-        stage = state.stage
         if job.state in ("succeeded", "failed"):
-            if job.seconds is not None:
-                state.timings[stage] = state.timings.get(stage, 0.0) + job.seconds
-                plan.stage_seconds = (stage, job.seconds)
-            if job.state == "failed":
-                plan.job_failed = stage
-            event = _to_event(stage, job)
-            if isinstance(event, Executed):
-                plan.defects = event.defects
-            if stage == "release" and isinstance(event, StageSucceeded) and job.result:
-                previous.package_uri = job.result.get("uri")
-                previous.package_digest = job.result.get("digest")
-            _apply(state, step(state.loop, event, budget))
+            _fold_finished(state, job, plan, previous, budget)
         elif job.state == "running" and not job.start.started:
-            ended = _not_started(job, stage, observed.now, generation, settings)
-            if ended:
-                plan.delete.append(("Job", job.name))
-                plan.job_failed = stage
-                plan.events.append(("Warning", "StageNotStarted", f"{job.name}: {ended}"))
-                _apply(state, step(state.loop, StageFailed(stage, ended), budget))
-            elif job.start.problem is not None:
-                problem = job.start.problem
-                note = (
-                    f"its pod cannot start: {problem.describe()}; the attempt ends if it has "
-                    f"not started {settings.stage_start_grace_seconds:g} s after its Job was "
-                    "created"
-                )
-                if f"cannot start: {problem.kind} " not in _message_of(previous, stage):
-                    plan.events.append(("Warning", "StagePodNotStarting", f"{job.name}: {note}"))
+            note = _fold_not_started(
+                state, job, plan, previous, budget, observed, generation, settings
+            )
 
     terminal = state.loop.phase.is_terminal()
     if not terminal:
@@ -281,6 +257,64 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
         mode="json", by_alias=True, exclude_none=True
     )
     return plan
+
+
+def _fold_finished(
+    state: LoopState,
+    job: JobObservation,
+    plan: Plan,
+    previous: CoworkEnvironmentStatus,
+    budget: Budget,
+) -> None:
+    """The pending stage's Job finished: its result moves the loop on."""
+    assert state.stage is not None
+    stage = state.stage
+    if job.seconds is not None:
+        state.timings[stage] = state.timings.get(stage, 0.0) + job.seconds
+        plan.stage_seconds = (stage, job.seconds)
+    if job.state == "failed":
+        plan.job_failed = stage
+    event = _to_event(stage, job)
+    if isinstance(event, Executed):
+        plan.defects = event.defects
+    if stage == "release" and isinstance(event, StageSucceeded) and job.result:
+        previous.package_uri = job.result.get("uri")
+        previous.package_digest = job.result.get("digest")
+    _apply(state, step(state.loop, event, budget))
+
+
+def _fold_not_started(
+    state: LoopState,
+    job: JobObservation,
+    plan: Plan,
+    previous: CoworkEnvironmentStatus,
+    budget: Budget,
+    observed: Observed,
+    generation: int | None,
+    settings: OperatorSettings,
+) -> str:
+    """The pending stage's pod has not started: end the attempt if it is stuck (the loop's
+    retry policy decides what follows), else return a note on why it cannot start (for the
+    running stage's condition, announced by one event)."""
+    assert state.stage is not None
+    stage = state.stage
+    ended = _not_started(job, stage, observed.now, generation, settings)
+    if ended:
+        plan.delete.append(("Job", job.name))
+        plan.job_failed = stage
+        plan.events.append(("Warning", "StageNotStarted", f"{job.name}: {ended}"))
+        _apply(state, step(state.loop, StageFailed(stage, ended), budget))
+        return ""
+    problem = job.start.problem
+    if problem is None:
+        return ""
+    note = (
+        f"its pod cannot start: {problem.describe()}; the attempt ends if it has not "
+        f"started {settings.stage_start_grace_seconds:g} s after its Job was created"
+    )
+    if f"cannot start: {problem.kind} " not in _message_of(previous, stage):
+        plan.events.append(("Warning", "StagePodNotStarting", f"{job.name}: {note}"))
+    return note
 
 
 def _not_started(
