@@ -347,6 +347,116 @@ def export_command(
     out.print(f"exported {count:,} trajectories ({export_format.value}) → {written}")
 
 
+ROLLOUT_INPUT_HELP = (
+    "package folders, folders of packages, manifest.jsonl files (what `synth --out` wrote), "
+    "or s3://bucket/prefix/<name> packages"
+)
+
+
+@app.command()
+def rollout(
+    packages: Annotated[list[str], typer.Argument(help=ROLLOUT_INPUT_HELP)],
+    harness: Annotated[
+        list[str], typer.Option(help="harness (repeat for several): oracle, nop, tool-calling, …")
+    ] = ["oracle"],  # noqa: B006 - typer reads the default, never mutates it
+    model: Annotated[str, typer.Option(help="the policy's model name")] = "none",
+    base_url: Annotated[
+        str | None, typer.Option(help="the policy's OpenAI-compatible endpoint")
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="variable holding the endpoint's key (default COWORKGYM_LLM_API_KEY)"),
+    ] = None,
+    samples: Annotated[int, typer.Option(min=1, help="rollouts per package and harness")] = 1,
+    out_target: Annotated[
+        str, typer.Option("--out", help="folder or s3://bucket/prefix for trajectories")
+    ] = "out/rollouts",
+    workers: Annotated[int, typer.Option(min=1, help="parallel rollouts")] = 2,
+    temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.7,
+    max_tokens: Annotated[int | None, typer.Option(help="per completion")] = None,
+    seed: Annotated[int | None, typer.Option(help="sampling seed (+ sample index)")] = None,
+    max_steps: Annotated[int, typer.Option(min=1, help="model calls per rollout")] = 60,
+    timeout: Annotated[
+        float | None, typer.Option(help="seconds per rollout (default: the task's agent timeout)")
+    ] = None,
+    token_budget: Annotated[int, typer.Option(help="tokens per rollout")] = 2_000_000,
+    user_model: Annotated[
+        str | None, typer.Option(help="an LLM plays the user (default: scripted)")
+    ] = None,
+    user_base_url: Annotated[str | None, typer.Option(help="the user model's endpoint")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="rubric judge model")] = None,
+    judge_base_url: Annotated[str | None, typer.Option(help="the judge's endpoint")] = None,
+    no_logprobs: Annotated[
+        bool, typer.Option(help="do not ask the endpoint for token ids and logprobs")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Roll policies out in released environments, with the stateful user, in local
+    sandboxes; verify each trajectory and store it (resumable)."""
+    from .llm.settings import LLMSettings, take_api_key
+    from .rollout.batch import RolloutBatch, find_packages, store_for, summary_rows, summary_table
+    from .rollout.engine import Endpoint, RolloutEngine, RolloutLimits
+    from .rollout.harness import PolicyConfig, harness_names
+
+    known = harness_names()
+    unknown = [h for h in harness if h not in known]
+    if unknown:
+        choose = ", ".join(known)
+        raise typer.BadParameter(f"unknown {unknown}; choose from {choose}", param_hint="--harness")
+    if "tool-calling" in harness and not base_url:
+        raise typer.BadParameter(
+            "the tool-calling harness needs --base-url and --model", param_hint="--base-url"
+        )
+
+    def endpoint(name: str | None, url: str | None, option: str) -> Endpoint | None:
+        if not name:
+            return None
+        url = url or base_url
+        if not url:
+            raise typer.BadParameter(f"give {option}-base-url (or --base-url)", param_hint=option)
+        key = take_api_key(LLMSettings(model=name, base_url=url, api_key_env=api_key_env))
+        return Endpoint(url, name, key)
+
+    try:
+        sources = find_packages(packages)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="PACKAGES") from None
+    if not sources:
+        raise typer.BadParameter("no packages found", param_hint="PACKAGES")
+    key = "EMPTY"
+    if base_url:
+        key = take_api_key(LLMSettings(model=model, base_url=base_url, api_key_env=api_key_env))
+    policy = PolicyConfig(
+        model=model,
+        base_url=base_url,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        max_steps=max_steps,
+        request_logprobs=not no_logprobs,
+    )
+    engine = RolloutEngine(
+        limits=RolloutLimits(timeout_s=timeout, token_budget=token_budget),
+        user_endpoint=endpoint(user_model, user_base_url, "--user"),
+        judge_endpoint=endpoint(judge_model, judge_base_url, "--judge"),
+    )
+    with engine:
+        batch = RolloutBatch(engine, store_for(out_target), policy, api_key=key, workers=workers)
+        jobs = batch.jobs(sources, harness, samples)
+        result = batch.run(jobs, None if as_json else console)
+    if as_json:
+        rows = summary_rows(result.batch)
+        out.print_json(json.dumps({"location": result.location, "harnesses": rows}))
+    else:
+        out.print(summary_table(result.batch))
+        out.print(
+            f"{len(result.trajectories)} rollouts run, {result.skipped} already stored, in "
+            f"{result.seconds:.0f}s → {result.location}"
+        )
+    valid = sum(t.reward is not None for t in result.batch)
+    raise typer.Exit(0 if valid or not result.batch else 1)
+
+
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     configure_logging()
