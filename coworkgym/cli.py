@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .rollout.filters import Verdict
-    from .rollout.reading import Record
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 console = Console(stderr=True)
@@ -53,9 +52,12 @@ def _package_dir(target: str, scratch: Path) -> Path:
 def check(
     packages: Annotated[list[str], typer.Argument(help=PACKAGE_HELP, show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON report")] = False,
-    no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+    no_harbor_lint: Annotated[
+        bool, typer.Option("--no-harbor-lint", help="skip `harbor lint`")
+    ] = False,
 ) -> None:
-    """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects."""
+    """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects, 2 if
+    one could not be run on this machine (the report says why)."""
     detector = IssueDetector(run_harbor_lint=not no_harbor_lint)
     with tempfile.TemporaryDirectory(prefix="cwg-check-") as scratch:
         reports = [detector.check_dir(_package_dir(p, Path(scratch))) for p in packages]
@@ -64,14 +66,24 @@ def check(
     else:
         for path, report in zip(packages, reports, strict=True):
             _print_report(path, report)
-    raise typer.Exit(0 if all(r.passed for r in reports) else 1)
+    verdicts = {r.verdict for r in reports}
+    raise typer.Exit(1 if "fail" in verdicts else 2 if "could not run" in verdicts else 0)
+
+
+VERDICT_LABELS = {
+    "pass": "[green]PASS[/]",
+    "fail": "[red]FAIL[/]",
+    "could not run": "[yellow]COULD NOT RUN[/]",
+}
 
 
 def _print_report(path: str, report: DetectorReport) -> None:
-    verdict = "[green]PASS[/]" if report.passed else "[red]FAIL[/]"
+    verdict = VERDICT_LABELS[report.verdict]
     reward = report.stats.reference_reward
     runs = report.stats.verifier_runs
     out.print(f"{verdict} {escape(str(path))}  reference reward={reward}  verifier runs={runs}")
+    if report.could_not_run:
+        out.print(Text(f"  could not run here: {report.could_not_run}"))
     if not report.defects:
         return
     table = Table(show_lines=False)
@@ -148,7 +160,9 @@ def synth(
         float, typer.Option(help="probability that a role emits a deliberate defect")
     ] = 0.0,
     max_iterations: Annotated[int, typer.Option(help="revise budget per environment")] = 3,
-    no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+    no_harbor_lint: Annotated[
+        bool, typer.Option("--no-harbor-lint", help="skip `harbor lint`")
+    ] = False,
     backend: Annotated[
         str, typer.Option(help="role backend: procedural, or llm (see docs/llm-backend.md)")
     ] = "procedural",
@@ -249,6 +263,7 @@ def filter_command(
     skip_unreadable: Annotated[
         bool, typer.Option(help="count unreadable lines in the funnel instead of failing")
     ] = False,
+    workers: Annotated[int, typer.Option(min=1, help="processes that parse and judge")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the funnel as JSON")] = False,
 ) -> None:
     """Keep trajectories fit for training; print the funnel (raw → after each rule)."""
@@ -280,6 +295,7 @@ def filter_command(
             settings,
             skip_unreadable=skip_unreadable,
             on_drop=None if log is None else _drop_logger(log),
+            workers=workers,
         )
     except (TrajectoryReadError, FileNotFoundError) as exc:
         console.print(f"[red]cannot read trajectories:[/] {escape(str(exc))}")
@@ -299,11 +315,11 @@ def filter_command(
         out.print(f"kept {funnel.kept:,} of {funnel.raw:,} → {out_path}  ({took})")
 
 
-def _drop_logger(handle: TextIO) -> Callable[[Record, Verdict], None]:
-    def log(record: Record, verdict: Verdict) -> None:
+def _drop_logger(handle: TextIO) -> Callable[[str, str, Verdict], None]:
+    def log(where: str, trajectory_id: str, verdict: Verdict) -> None:
         line = {
-            "id": record.trajectory.id,
-            "where": record.where,
+            "id": trajectory_id,
+            "where": where,
             "rule": verdict.rule,
             "reason": verdict.drop.reason,
             "detail": verdict.drop.detail,

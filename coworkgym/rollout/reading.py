@@ -32,6 +32,7 @@ class TrajectoryReadError(ValueError):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.kind: UnreadableKind = kind
+        self.message = message
 
 
 def trajectory_files(inputs: Iterable[Path]) -> list[Path]:
@@ -88,20 +89,24 @@ def iter_records(
 ) -> Iterator[Record]:
     """Every trajectory in the inputs, in order. A bad line raises ``TrajectoryReadError``
     unless ``on_unreadable`` is given, which then hears about it and reading goes on."""
+    for where, line in iter_lines(inputs):
+        try:
+            trajectory = parse_record(line, where)
+        except TrajectoryReadError as error:
+            if on_unreadable is None:
+                raise
+            on_unreadable(error)
+            continue
+        yield Record(trajectory, line, where)
+
+
+def iter_lines(inputs: Iterable[Path]) -> Iterator[tuple[str, str]]:
+    """``(where, line)`` for every non-blank line of the inputs, each ending in a newline."""
     for path in trajectory_files(inputs):
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    trajectory = parse_record(line, where)
-                except TrajectoryReadError as error:
-                    if on_unreadable is None:
-                        raise
-                    on_unreadable(error)
-                    continue
-                yield Record(trajectory, line if line.endswith("\n") else line + "\n", where)
+                if line.strip():
+                    yield f"{path}:{number}", line if line.endswith("\n") else line + "\n"
 
 
 def iter_trajectories(inputs: Iterable[Path]) -> Iterator[Trajectory]:

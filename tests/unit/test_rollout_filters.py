@@ -272,13 +272,29 @@ def test_filter_files_streams_a_folder_and_writes_kept_lines_unchanged(tmp_path:
     report = filter_files(
         [tmp_path / "in"],
         tmp_path / "kept.jsonl",
-        on_drop=lambda record, verdict: dropped.append(f"{record.where} {verdict.drop.reason}"),
+        on_drop=lambda where, _, verdict: dropped.append(f"{where} {verdict.drop.reason}"),
     )
     kept_lines = (tmp_path / "kept.jsonl").read_text().splitlines(keepends=True)
     assert report.kept == len(kept_lines) == 4
     assert kept_lines[0] == dump_line(trajectories[0])
     assert len(dropped) == 9
     assert any(line.startswith(f"{tmp_path}/in/nested/b.jsonl:1 ") for line in dropped)
+
+
+def test_workers_give_the_same_output_and_funnel(tmp_path: Path) -> None:
+    trajectories = make.numbered(batch() * 90)  # several chunks of work
+    source = write(tmp_path / "in.jsonl", trajectories, extra="{bad\n")
+    one = filter_files([source], tmp_path / "one.jsonl", skip_unreadable=True)
+    two = filter_files([source], tmp_path / "two.jsonl", skip_unreadable=True, workers=2)
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    assert one.model_dump(exclude={"elapsed_s"}) == two.model_dump(exclude={"elapsed_s"})
+    assert one.raw == len(trajectories) + 1
+
+
+def test_a_bad_line_names_file_and_line_with_workers_too(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", [make.solved()], extra="{not json\n")
+    with pytest.raises(TrajectoryReadError, match=r"t\.jsonl:2: not JSON"):
+        filter_files([path], tmp_path / "k.jsonl", workers=2)
 
 
 def test_a_bad_line_names_file_and_line(tmp_path: Path) -> None:

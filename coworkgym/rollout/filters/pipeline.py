@@ -8,16 +8,21 @@ reports in its status.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import itertools
+import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from rich.table import Table
 
-from ..reading import Record, TrajectoryReadError, iter_records
+from ..reading import Record, TrajectoryReadError, UnreadableKind, iter_lines, parse_record
 from ..trajectory import Trajectory
 from .rules import Drop, Rule, build_rules
 from .settings import CamelModel, FilterSettings
@@ -25,6 +30,8 @@ from .settings import CamelModel, FilterSettings
 FUNNEL_SCHEMA = "cowork-gym.funnel/v1"
 EXAMPLES_PER_REASON = 3
 READABLE_STAGE = "readable"
+CHUNK_LINES = 500  # lines per task sent to a worker process
+IN_FLIGHT_CHUNKS = 8  # tasks queued ahead of the writer
 
 
 class FunnelStage(CamelModel):
@@ -64,6 +71,10 @@ class Verdict:
     drop: Drop
 
 
+# Hears about each dropped trajectory: (file:line, trajectory id, verdict).
+DropHook = Callable[[str, str, Verdict], None]
+
+
 @dataclass
 class _Tally:
     concern: str
@@ -78,6 +89,26 @@ class _Tally:
         shown = self.examples.setdefault(reason, [])
         if len(shown) < EXAMPLES_PER_REASON:
             shown.append(example)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one stored line: kept, dropped (with the verdict) or unreadable.
+    Plain data, so worker processes can send it back."""
+
+    where: str
+    trajectory_id: str | None = None
+    verdict: Verdict | None = None
+    unreadable_kind: UnreadableKind | None = None
+    unreadable_message: str = ""
+
+    @property
+    def kept(self) -> bool:
+        return self.unreadable_kind is None and self.verdict is None
+
+    def read_error(self) -> TrajectoryReadError:
+        assert self.unreadable_kind is not None
+        return TrajectoryReadError(self.where, self.unreadable_kind, self.unreadable_message)
 
 
 class FilterPipeline:
@@ -98,38 +129,42 @@ class FilterPipeline:
                 return Verdict(rule.name, drop)
         return None
 
+    def judge_line(self, where: str, line: str) -> Outcome:
+        """Parse and judge one stored line. Counts nothing."""
+        try:
+            trajectory = parse_record(line, where)
+        except TrajectoryReadError as error:
+            return Outcome(where, unreadable_kind=error.kind, unreadable_message=error.message)
+        return Outcome(where, trajectory.id, self.judge(trajectory))
+
+    def count(self, trajectory_id: str, verdict: Verdict | None) -> None:
+        """Count one verdict: every rule up to the one that dropped it saw the trajectory."""
+        self._readable.entered += 1
+        for name, tally in self._tallies.items():
+            tally.entered += 1
+            if verdict is not None and verdict.rule == name:
+                tally.drop(verdict.drop.reason, f"{trajectory_id}: {verdict.drop.detail}")
+                return
+        self._kept += 1
+
     def admit(self, trajectory: Trajectory) -> Verdict | None:
         """Judge the trajectory and count the verdict in the funnel."""
-        self._readable.entered += 1
-        verdict = None
-        for rule in self.rules:
-            tally = self._tallies[rule.name]
-            tally.entered += 1
-            drop = rule.check(trajectory)
-            if drop is not None:
-                tally.drop(drop.reason, f"{trajectory.id}: {drop.detail}")
-                verdict = Verdict(rule.name, drop)
-                break
-        else:
-            self._kept += 1
+        verdict = self.judge(trajectory)
+        self.count(trajectory.id, verdict)
         return verdict
 
     def unreadable(self, error: TrajectoryReadError) -> None:
         self._readable.entered += 1
         self._readable.drop(error.kind, str(error))
 
-    def run(
-        self,
-        records: Iterable[Record],
-        on_drop: Callable[[Record, Verdict], None] | None = None,
-    ) -> Iterator[Record]:
+    def run(self, records: Iterable[Record], on_drop: DropHook | None = None) -> Iterator[Record]:
         """The kept records, in order; ``on_drop`` hears about each dropped one."""
         for record in records:
             verdict = self.admit(record.trajectory)
             if verdict is None:
                 yield record
             elif on_drop is not None:
-                on_drop(record, verdict)
+                on_drop(record.where, record.trajectory.id, verdict)
 
     def report(self, inputs: Iterable[str] = (), elapsed_s: float = 0.0) -> FunnelReport:
         stages = []
@@ -167,24 +202,82 @@ def filter_trajectories(
     return kept, pipeline.report()
 
 
+# One pipeline per worker process, made once by the pool's initializer.
+_worker_pipeline: FilterPipeline | None = None
+
+
+def _start_worker(settings: FilterSettings) -> None:
+    global _worker_pipeline
+    _worker_pipeline = FilterPipeline(settings)
+
+
+def _judge_chunk(chunk: list[tuple[str, str]]) -> list[Outcome]:
+    assert _worker_pipeline is not None
+    return [_worker_pipeline.judge_line(where, line) for where, line in chunk]
+
+
+def _chunks(lines: Iterator[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    while chunk := list(itertools.islice(lines, CHUNK_LINES)):
+        yield chunk
+
+
 def filter_files(
     inputs: list[Path],
     out: Path,
     settings: FilterSettings | None = None,
     skip_unreadable: bool = False,
-    on_drop: Callable[[Record, Verdict], None] | None = None,
+    on_drop: DropHook | None = None,
+    workers: int = 1,
 ) -> FunnelReport:
     """Stream the inputs' trajectories through the pipeline, writing kept lines unchanged
-    to ``out``. Unreadable lines raise (naming file and line) unless ``skip_unreadable``,
-    which counts them in a ``readable`` stage instead."""
+    (and in order) to ``out``. Unreadable lines raise, naming file and line, unless
+    ``skip_unreadable``, which counts them in a ``readable`` stage instead. ``workers > 1``
+    parses and judges in that many processes (validation is CPU-bound); the counting and
+    writing stay here, so the output is the same for any number of workers."""
     started = time.perf_counter()
     pipeline = FilterPipeline(settings)
-    records = iter_records(inputs, pipeline.unreadable if skip_unreadable else None)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as handle:
-        for record in pipeline.run(records, on_drop):
-            handle.write(record.line)
+    with out.open("w", encoding="utf-8") as handle, contextlib.ExitStack() as stack:
+        chunks = _chunks(iter_lines(inputs))
+        if workers > 1:
+            # spawn, not fork: the parent may hold threads (rich, datasets) that fork would copy
+            context = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(
+                context.Pool(workers, initializer=_start_worker, initargs=(pipeline.settings,))
+            )
+            judged = _judged_in_pool(pool, chunks)
+        else:
+            judged = ((c, [pipeline.judge_line(*line) for line in c]) for c in chunks)
+        for chunk, outcomes in judged:
+            for (_, line), outcome in zip(chunk, outcomes, strict=True):
+                if outcome.unreadable_kind is not None:
+                    if not skip_unreadable:
+                        raise outcome.read_error()
+                    pipeline.unreadable(outcome.read_error())
+                    continue
+                assert outcome.trajectory_id is not None
+                pipeline.count(outcome.trajectory_id, outcome.verdict)
+                if outcome.verdict is None:
+                    handle.write(line)
+                elif on_drop is not None:
+                    on_drop(outcome.where, outcome.trajectory_id, outcome.verdict)
     return pipeline.report([str(p) for p in inputs], time.perf_counter() - started)
+
+
+def _judged_in_pool(
+    pool: Any, chunks: Iterator[list[tuple[str, str]]]
+) -> Iterator[tuple[list[tuple[str, str]], list[Outcome]]]:
+    """(chunk, outcomes) in input order; a bounded number of chunks in flight, so memory
+    stays flat however large the input."""
+    pending: collections.deque[tuple[list[tuple[str, str]], Any]] = collections.deque()
+    for chunk in chunks:
+        pending.append((chunk, pool.apply_async(_judge_chunk, (chunk,))))
+        if len(pending) >= IN_FLIGHT_CHUNKS:
+            done, result = pending.popleft()
+            yield done, result.get()
+    while pending:
+        done, result = pending.popleft()
+        yield done, result.get()
 
 
 def funnel_table(report: FunnelReport) -> Table:
