@@ -435,6 +435,7 @@ class RolloutEngine:
     limits: RolloutLimits = field(default_factory=RolloutLimits)
     user_endpoint: Endpoint | None = None  # None: the scripted user
     judge_endpoint: Endpoint | None = None  # None: code checks only (R = s)
+    simulator: type[UserSimulator] = UserSimulator  # the user's policy (a subclass may differ)
     request_timeout_s: float = 180.0
     max_retries: int = 3
     _gateway: Gateway | None = field(default=None, repr=False)
@@ -567,7 +568,7 @@ class RolloutEngine:
             voice = LLMVoice(
                 client, self.user_endpoint.model, temperature=self.user_endpoint.temperature
             )
-        user = UserSimulator(pkg, workspace, voice)
+        user = self.simulator(pkg, workspace, voice)
         episode = RolloutEpisode(
             pkg, workspace, workdir, toolbox, user, max_steps=policy.max_steps, limits=self.limits
         )

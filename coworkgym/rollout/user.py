@@ -157,9 +157,10 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def _gist(request: str) -> str:
-    first = request.strip().split("\n\n")[0].replace("\n", " ")
-    return first if len(first) <= 400 else first[:400] + "…"
+def _gist(request: str, limit: int = 700) -> str:
+    """The request restated on one line (clipped: the agent still has the full text)."""
+    text = " ".join(request.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class LLMVoice:

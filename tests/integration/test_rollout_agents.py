@@ -180,7 +180,7 @@ def test_a_forged_reward_is_ignored_by_the_verifier(
 def test_malformed_tool_calls_are_answered_and_counted(
     engine: RolloutEngine, package: EnvironmentPackage
 ) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "shell", "raw": "{not json"}]},
         {"tool_calls": [{"name": "delete_everything", "arguments": {}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"no_such_field": 1}}]},
