@@ -26,6 +26,7 @@ from ..package.package import (
 )
 from ..verifier.spec import Component
 from .defects import Defect, DefectCode
+from .labels import labels_match_task
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_PACKAGE_BYTES = 50 * 1024 * 1024
@@ -300,6 +301,7 @@ RULES: list[Rule] = [
     verifier_components,
     shared_verifier,
     patches,
+    labels_match_task,
 ]
 
 

@@ -40,6 +40,8 @@ class DefectCode(StrEnum):
     ACCEPTS_SHORTCUT = "ACCEPTS_SHORTCUT"
     ACCEPTS_STALE_RESULT = "ACCEPTS_STALE_RESULT"
     ACCEPTS_DAMAGED_INPUTS = "ACCEPTS_DAMAGED_INPUTS"
+    LABELS_MISMATCH = "LABELS_MISMATCH"
+    ANSWER_AMBIGUOUS = "ANSWER_AMBIGUOUS"
 
 
 # code → (owner, what it means). The owner is the role whose output must change.
@@ -71,6 +73,8 @@ CATALOGUE: dict[DefectCode, tuple[Owner, str]] = {
     DefectCode.ACCEPTS_SHORTCUT: ("verifier", "a shortcut state is not rejected"),
     DefectCode.ACCEPTS_STALE_RESULT: ("verifier", "results from before a user patch still pass"),
     DefectCode.ACCEPTS_DAMAGED_INPUTS: ("verifier", "altering the inputs goes unpunished"),
+    DefectCode.LABELS_MISMATCH: ("builder", "a taxonomy label does not describe the task"),
+    DefectCode.ANSWER_AMBIGUOUS: ("builder", "the instruction leaves a checked value open"),
 }
 
 

@@ -54,13 +54,43 @@ class FamilyDraft:
     agent_timeout_sec: float = 900.0
 
 
+Cell = tuple[str, str]  # (scenario leaf, capability)
+
+
 class TaskFamily(ABC):
+    """A family declares, as data, the labels that are true of every task it drafts: the
+    taxonomy cells it serves (each of its ``scenarios`` leaves × each of its
+    ``capabilities``), the deliverables it produces, the modalities it reads and its safety
+    concerns. A capability only a later user turn exercises (tracking a changed requirement,
+    redoing work after an input changed) is listed in ``later_capabilities`` too, and served
+    from ``full_turns`` user turns on: the fewest turns whose drafted later turns always
+    include every kind of turn the family has."""
+
     name: ClassVar[str]
-    scenarios: ClassVar[tuple[str, ...]]  # taxonomy scenario paths this family can serve
+    scenarios: ClassVar[tuple[str, ...]]  # taxonomy scenario leaves this family serves
     capabilities: ClassVar[tuple[str, ...]]
     deliverables: ClassVar[tuple[str, ...]]
     modalities: ClassVar[tuple[str, ...]]
+    safety: ClassVar[tuple[str, ...]] = ("none",)
+    later_capabilities: ClassVar[tuple[str, ...]] = ()
+    full_turns: ClassVar[int] = 3
     max_turns: ClassVar[int] = 3
+
+    def capabilities_at(self, turns: int) -> tuple[str, ...]:
+        """The capabilities every task of ``turns`` user turns exercises."""
+        later = set(self.later_capabilities) if turns < self.full_turns else set()
+        return tuple(c for c in self.capabilities if c not in later)
+
+    def serves(self, scenario: str, capability: str, turns: int) -> bool:
+        return (
+            scenario in self.scenarios
+            and capability in self.capabilities_at(turns)
+            and 1 <= turns <= self.max_turns
+        )
+
+    def cells(self, turns: int) -> list[Cell]:
+        """The (scenario leaf, capability) cells served with ``turns`` user turns."""
+        return [(s, c) for s in self.scenarios for c in self.capabilities_at(turns)]
 
     @abstractmethod
     def draft(self, params: FamilyParams) -> FamilyDraft: ...

@@ -204,7 +204,15 @@ class FolderOrganize(TaskFamily):
         "personal/files/deduplication",
         "administration/records/document_filing",
     )
-    capabilities = ("file_management", "classification", "dependency_tracking")
+    capabilities = (
+        "file_management",
+        "classification",
+        "dependency_tracking",
+        "requirement_tracking",
+    )
+    safety = ("destructive_operations",)  # byte-identical copies are deleted
+    # with 3 turns both later turns come: the files dropped in and the month level
+    later_capabilities = ("dependency_tracking", "requirement_tracking")
     deliverables = ("file_tree", "json")
     modalities = ("files",)
 

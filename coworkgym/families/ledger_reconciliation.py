@@ -165,6 +165,9 @@ class LedgerReconciliation(TaskFamily):
     )
     deliverables = ("xlsx", "json")
     modalities = ("tabular",)
+    safety = ("financial_data",)
+    # with 3 turns both later turns come: the stale-entries requirement and the next statement
+    later_capabilities = ("requirement_tracking", "dependency_tracking")
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("ledger")

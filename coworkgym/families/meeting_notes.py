@@ -204,11 +204,10 @@ class ParsedNotes:
 
 class MeetingNotes(TaskFamily):
     name = "meeting_notes"
-    scenarios = (
-        "administration/meetings/action_items",
-        "project_management/tracking/status_report",
-    )
+    scenarios = ("administration/meetings/action_items",)
     capabilities = ("information_extraction", "summarization", "dependency_tracking")
+    later_capabilities = ("dependency_tracking",)
+    full_turns = 2  # every later turn edits the notes
     deliverables = ("csv", "md")
     modalities = ("text",)
 

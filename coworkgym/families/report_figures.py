@@ -188,8 +188,15 @@ class Brief:
 
 class ReportFigures(TaskFamily):
     name = "report_figures"
-    scenarios = ("research/reports/figure_extraction", "research/literature/figure_extraction")
-    capabilities = ("information_extraction", "format_conversion", "requirement_tracking")
+    scenarios = ("research/reports/figure_extraction",)  # a brief, not a paper (literature)
+    capabilities = (
+        "information_extraction",
+        "format_conversion",
+        "requirement_tracking",
+        "dependency_tracking",
+    )
+    # with 3 turns both later turns come: the peak requirement and the revised edition
+    later_capabilities = ("requirement_tracking", "dependency_tracking")
     deliverables = ("csv", "json")
     modalities = ("document",)
 

@@ -97,7 +97,15 @@ PY
 class WeatherReport(TaskFamily):
     name = "weather_report"
     scenarios = ("data_analysis/reporting/periodic_report", "operations/facilities/monitoring")
-    capabilities = ("data_analysis", "spreadsheet_authoring", "aggregation", "requirement_tracking")
+    capabilities = (
+        "data_analysis",
+        "spreadsheet_authoring",
+        "aggregation",
+        "requirement_tracking",
+        "dependency_tracking",
+    )
+    # with 3 turns both later turns come: the wind requirement and the corrected export
+    later_capabilities = ("requirement_tracking", "dependency_tracking")
     deliverables = ("xlsx", "json")
     modalities = ("tabular",)
 

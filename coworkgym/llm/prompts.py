@@ -105,6 +105,10 @@ def builder_task(spec: EnvironmentSpec, feedback: Sequence[Defect], revising: bo
         f"- deliverable formats: {', '.join(task.labels.deliverables)}",
         f"- modality: {', '.join(task.labels.modality)}",
         f"- user turns in all: {task.turns} (so {task.turns - 1} folder(s) under patches/)",
+        "",
+        f"Your cell is {task.labels.scenario} × {task.labels.capabilities[0]}: the labels are "
+        "written into the package as facts, so the work must be this scenario and must need "
+        "every listed capability and produce every listed format (the Issue Detector checks).",
     ]
     if task.labels.safety:
         lines.append(f"- safety aspects: {', '.join(task.labels.safety)}")

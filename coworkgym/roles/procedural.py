@@ -10,7 +10,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from ..families import FamilyParams, TaskFamily, family_for_scenario, family_named
+from ..families import FamilyParams, TaskFamily, UnservedLabels, family_for
 from ..package.assemble import BuilderOutput, VerifierOutput
 from ..package.config import CoworkMetadata, TaxonomyLabels
 from ..package.cowork import ArtifactGraph
@@ -22,9 +22,18 @@ from .base import RoleError, RoleRequest
 
 
 def family_of(spec: EnvironmentSpec) -> TaskFamily:
-    if spec.task.family:
-        return family_named(spec.task.family)
-    return family_for_scenario(spec.task.labels.scenario, spec.task.seed)
+    """The family for the spec; labels it cannot make true are a spec error, not retried."""
+    task = spec.task
+    try:
+        return family_for(
+            task.labels.scenario,
+            task.labels.capabilities,
+            task.turns,
+            family=task.family or None,
+            seed=task.seed,
+        )
+    except UnservedLabels as exc:
+        raise RoleError(f"spec error: {exc}", retryable=False) from exc
 
 
 def params_of(spec: EnvironmentSpec) -> FamilyParams:

@@ -13,7 +13,7 @@ from .model import (
     rule_message,
     validate_labels,
 )
-from .sampler import Coverage, SampledSpec, cell_of, coverage, sample_specs
+from .sampler import Coverage, SampledSpec, cell_of, coverage, sample_specs, served_grid
 
 __all__ = [
     "Capability",
@@ -28,5 +28,6 @@ __all__ = [
     "rule_holds",
     "rule_message",
     "sample_specs",
+    "served_grid",
     "validate_labels",
 ]

@@ -3,6 +3,13 @@
 A spec's *cell* is (top-level scenario domain, primary capability), the primary capability
 being the first in ``labels.capabilities``. ``sample_specs`` visits the cells in an order
 shuffled by the seed, one spec per cell per pass, so cell counts differ by at most one.
+
+By default only *served* cells are drawn: those where a procedural family serves a leaf of
+the domain with the capability (``TaskFamily.serves``), and every label then states a fact
+about the family's task — its capabilities at that number of turns, its deliverables,
+modalities and safety concerns. ``served_only=False`` draws the whole grid, for the LLM
+Builder; a cell no family serves then gets labels drawn from the taxonomy's hints and no
+family.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ if TYPE_CHECKING:
     from ..families import TaskFamily
 
 Cell = tuple[str, str]  # (scenario domain, primary capability)
-_ATTEMPTS = 64  # draws per spec; the second half ignores served leaves and extra labels
+_ATTEMPTS = 64  # label draws per spec before the cell is declared unsatisfiable
+Option = tuple[str, "TaskFamily", int]  # (scenario leaf, family, user turns)
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,7 @@ class SampledSpec:
     labels: TaskLabels
     seed: int
     turns: int
-    family: str | None  # a family serving the scenario leaf and the primary capability
+    family: str | None  # the family serving the scenario leaf and every capability
 
     @property
     def cell(self) -> Cell:
@@ -49,19 +57,19 @@ def sample_specs(
     *,
     turns: int | Sequence[int] = (1, 2, 3),
     families: Mapping[str, TaskFamily] | None = None,
-    prefer_served: bool = True,
+    served_only: bool = True,
     domains: Sequence[str] | None = None,
     capabilities: Sequence[str] | None = None,
     taxonomy: Taxonomy | None = None,
 ) -> list[SampledSpec]:
-    """``count`` valid, balanced specs over the grid ``domains × capabilities`` (default: the
-    whole taxonomy); deterministic for a seed.
+    """``count`` valid, balanced specs over the cells of ``domains × capabilities`` (default:
+    the whole taxonomy) that a family in ``families`` (default
+    ``coworkgym.families.FAMILIES``) serves with one of the allowed ``turns`` — or over every
+    cell with ``served_only=False``; deterministic for a seed.
 
-    Within a cell the leaf is drawn from the domain, preferring (``prefer_served``) leaves a
-    family in ``families`` (default ``coworkgym.families.FAMILIES``) serves, first those whose
-    family lists the cell's capability. Difficulty, role, deliverables, modality and safety
-    are drawn consistent with the capability, the domain and the serving family; a draw that
-    breaks a rule is redrawn within the same cell.
+    Within a cell the leaf is drawn among the served leaves, then a family serving it and
+    the number of turns; the labels are the family's (see the module docstring), with the
+    difficulty and the user role drawn, redrawn while a taxonomy rule refuses them.
     """
     if count < 0:
         raise ValueError(f"count: must be >= 0, got {count}")
@@ -73,15 +81,40 @@ def sample_specs(
     turn_choices = [turns] if isinstance(turns, int) else list(turns)
     if not turn_choices or any(not 1 <= t <= 3 for t in turn_choices):
         raise ValueError(f"turns: must be 1, 2 or 3 (or a list of them), got {turns!r}")
+    options = _options(tax, families, turn_choices)
     grid = _grid(tax, domains, capabilities)
+    if served_only:
+        grid = [cell for cell in grid if options.get(cell)]
+        if not grid:
+            raise ValueError(
+                "sample grid: no family serves any of these cells with turns "
+                f"{turn_choices}; pass served_only=False to sample the whole grid for the LLM "
+                "Builder, or allow more turns"
+            )
     random.Random(f"grid:{seed}").shuffle(grid)
-    served = _served(tax, families)
     specs = []
     for index in range(count):
         cell = grid[index % len(grid)]
         rng = random.Random(f"{seed}:{index}:{cell[0]}:{cell[1]}")
-        specs.append(_draw(tax, cell, rng, served, prefer_served, turn_choices))
+        specs.append(_draw(tax, cell, rng, options.get(cell, []), turn_choices))
     return specs
+
+
+def served_grid(
+    families: Mapping[str, TaskFamily] | None = None,
+    turns: Sequence[int] = (1, 2, 3),
+    taxonomy: Taxonomy | None = None,
+) -> dict[Cell, list[str]]:
+    """The (scenario domain, capability) cells some family serves, with those families."""
+    tax = taxonomy or load_taxonomy()
+    if families is None:
+        from ..families import FAMILIES
+
+        families = FAMILIES
+    return {
+        cell: sorted({family.name for _leaf, family, _t in found})
+        for cell, found in _options(tax, families, list(turns)).items()
+    }
 
 
 def _grid(tax: Taxonomy, domains: Sequence[str] | None, caps: Sequence[str] | None) -> list[Cell]:
@@ -94,77 +127,83 @@ def _grid(tax: Taxonomy, domains: Sequence[str] | None, caps: Sequence[str] | No
     return [(d, c) for d in domains for c in caps]
 
 
-def _served(tax: Taxonomy, families: Mapping[str, TaskFamily]) -> dict[str, list[TaskFamily]]:
-    ordered = sorted(families.values(), key=lambda f: f.name)
-    return {leaf: [f for f in ordered if leaf in f.scenarios] for leaf in tax.leaves}
+def _options(
+    tax: Taxonomy, families: Mapping[str, TaskFamily], turn_choices: list[int]
+) -> dict[Cell, list[Option]]:
+    """Per served cell, every (leaf, family, turns) that serves it, in a stable order."""
+    options: dict[Cell, list[Option]] = {}
+    leaves = set(tax.leaves)
+    for family in sorted(families.values(), key=lambda f: f.name):
+        for t in sorted(set(turn_choices)):
+            for leaf, capability in family.cells(t):
+                if leaf in leaves and capability in tax.capabilities and family.serves(
+                    leaf, capability, t
+                ):
+                    options.setdefault((leaf.split("/")[0], capability), []).append(
+                        (leaf, family, t)
+                    )
+    return options
 
 
 def _draw(
     tax: Taxonomy,
     cell: Cell,
     rng: random.Random,
-    served: dict[str, list[TaskFamily]],
-    prefer_served: bool,
+    options: list[Option],
     turn_choices: list[int],
 ) -> SampledSpec:
     domain, cap = cell
-    leaves = tax.leaves_of(domain)
-    preferred = leaves
-    if prefer_served:
-        fitting = [x for x in leaves if any(cap in f.capabilities for f in served[x])]
-        preferred = fitting or [x for x in leaves if served[x]] or leaves
     last: list[str] = []
-    for attempt in range(_ATTEMPTS):
-        plain = attempt >= _ATTEMPTS // 2  # fall back to any leaf and minimal labels
-        leaf = rng.choice(leaves if plain else preferred)
-        fams = served[leaf]
-        covering = [f for f in fams if cap in f.capabilities]
-        family = rng.choice(covering) if covering else None
-        labels = _labels(tax, cap, leaf, family, rng, plain)
+    for _attempt in range(_ATTEMPTS):
+        if options:
+            leaf = rng.choice(sorted({o[0] for o in options}))
+            family = rng.choice(sorted({o[1].name for o in options if o[0] == leaf}))
+            turns = rng.choice(
+                [t for lf, f, t in options if lf == leaf and f.name == family]
+            )
+            chosen = next(f for lf, f, _t in options if f.name == family)
+            labels = _family_labels(tax, cap, leaf, chosen, turns, rng)
+        else:
+            leaf, family, turns = rng.choice(tax.leaves_of(domain)), None, rng.choice(turn_choices)
+            labels = _hinted_labels(tax, cap, leaf, rng)
         last = validate_labels(labels, taxonomy=tax)
         if not last:
-            turns = rng.choice(turn_choices)
-            if family is not None:
-                turns = min(turns, family.max_turns)
-            return SampledSpec(
-                labels=labels,
-                seed=rng.randrange(2**31),
-                turns=turns,
-                family=family.name if family else None,
-            )
+            return SampledSpec(labels=labels, seed=rng.randrange(2**31), turns=turns, family=family)
     raise ValueError(f"cell {domain} × {cap}: no valid labels in {_ATTEMPTS} draws: {last}")
 
 
-def _labels(
-    tax: Taxonomy,
-    cap: str,
-    leaf: str,
-    family: TaskFamily | None,
-    rng: random.Random,
-    plain: bool,
+def _family_labels(
+    tax: Taxonomy, cap: str, leaf: str, family: TaskFamily, turns: int, rng: random.Random
 ) -> TaskLabels:
+    """What the family's task is, with ``cap`` first; difficulty and role are drawn."""
+    others = [c for c in family.capabilities_at(turns) if c != cap]
+    return TaskLabels(
+        capabilities=[cap, *others],
+        scenario=leaf,
+        difficulty=rng.choice(DIFFICULTIES),
+        user_role=rng.choice(tax.scenarios[leaf.split("/")[0]].roles),
+        deliverables=list(family.deliverables),
+        modality=list(family.modalities),
+        safety=list(family.safety),
+    )
+
+
+def _hinted_labels(tax: Taxonomy, cap: str, leaf: str, rng: random.Random) -> TaskLabels:
+    """Labels for a task no family builds, drawn from the taxonomy's hints (LLM Builder)."""
     hint, dom = tax.capabilities[cap], tax.scenarios[leaf.split("/")[0]]
-    fam_caps = [c for c in family.capabilities if c != cap] if family else []
-    extra = [] if plain else rng.sample(fam_caps, min(rng.randint(0, 2), len(fam_caps)))
-    fam_out = list(family.deliverables) if family else []
-    fam_mod = list(family.modalities) if family else []
-    outs = [d for d in hint.deliverables if d in fam_out] or fam_out or hint.deliverables
-    deliverables = [rng.choice(outs)]
-    more = [d for d in (fam_out or hint.deliverables) if d not in deliverables]
-    if more and not plain and rng.random() < 0.3:
+    deliverables = [rng.choice(hint.deliverables)]
+    more = [d for d in hint.deliverables if d not in deliverables]
+    if more and rng.random() < 0.3:
         deliverables.append(rng.choice(more))
-    modality = [
-        rng.choice([m for m in hint.modalities if m in fam_mod] or fam_mod or hint.modalities)
-    ]
     concerns = list(dict.fromkeys([*dom.safety, *hint.safety]))
     safety = [rng.choice(concerns)] if concerns and rng.random() < 0.6 else ["none"]
     return TaskLabels(
-        capabilities=[cap, *extra],
+        capabilities=[cap],
         scenario=leaf,
         difficulty=rng.choice(DIFFICULTIES),
         user_role=rng.choice(dom.roles),
         deliverables=deliverables,
-        modality=modality,
+        modality=[rng.choice(hint.modalities)],
         safety=safety,
     )
 

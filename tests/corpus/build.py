@@ -235,6 +235,17 @@ def untouched_passes(p: RawPackage) -> RawPackage:
     return edit_spec(p, change)
 
 
+def labels_of_another_task(p: RawPackage) -> RawPackage:
+    """A weather report labelled as clinic billing-code file management (issue 14)."""
+
+    def change(c: dict[str, object]) -> None:
+        _set(c, "metadata.cowork.taxonomy.scenario", "healthcare/records/billing_codes")
+        _set(c, "metadata.cowork.taxonomy.capabilities", ["file_management"])
+        _set(c, "metadata.cowork.taxonomy.user_role", "clinic_coordinator")
+
+    return edit_toml(p, change)
+
+
 # ---- plain Harbor tasks (no Cowork extensions) -------------------------------------------
 HELLO_TOML = """\
 schema_version = "1.4"
@@ -393,6 +404,7 @@ CASES: list[Case] = [
         "verifier",
     ),
     Case("untouched-passes", defective(untouched_passes), C.ACCEPTS_UNTOUCHED, "verifier"),
+    Case("labels-of-another-task", defective(labels_of_another_task), C.LABELS_MISMATCH, "builder"),
     Case(
         "harbor-forgeable-reward",
         lambda: harbor_forgeable(plain_harbor_task()),

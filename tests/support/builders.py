@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from coworkgym.families import FAMILIES
 from coworkgym.package.assemble import BuilderOutput, VerifierOutput, assemble
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.roles.base import RoleRequest
@@ -14,12 +15,17 @@ from coworkgym.spec import EnvironmentSpec
 def environment_spec(
     family: str = "weather_report", turns: int = 1, seed: int = 7, **extra: object
 ) -> EnvironmentSpec:
+    """A spec the family serves, labelled with what its task is (its first scenario)."""
+    chosen = FAMILIES[family]
     return EnvironmentSpec.model_validate(
         {
             "task": {
                 "labels": {
-                    "capabilities": ["data_analysis"],
-                    "scenario": "data_analysis/reporting/periodic_report",
+                    "capabilities": list(chosen.capabilities_at(turns)),
+                    "scenario": chosen.scenarios[0],
+                    "deliverables": list(chosen.deliverables),
+                    "modality": list(chosen.modalities),
+                    "safety": list(chosen.safety),
                 },
                 "turns": turns,
                 "seed": seed,

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from coworkgym.families import FAMILIES, family_for_scenario
+from coworkgym.families import FAMILIES, family_for
 from coworkgym.spec import TaskLabels
 from coworkgym.taxonomy import (
     SampledSpec,
@@ -14,6 +14,7 @@ from coworkgym.taxonomy import (
     coverage,
     load_taxonomy,
     sample_specs,
+    served_grid,
     validate_labels,
 )
 
@@ -34,11 +35,12 @@ def test_a_shorter_run_is_a_prefix_of_a_longer_one() -> None:
     assert sample_specs(140, seed=1)[:50] == sample_specs(50, seed=1)
 
 
+@pytest.mark.parametrize("served_only", [True, False])
 @pytest.mark.parametrize("count", [0, 1, 140, 641])
-def test_cells_differ_by_at_most_one(count: int) -> None:
+def test_cells_differ_by_at_most_one(count: int, served_only: bool) -> None:
     tax = load_taxonomy()
-    grid = len(tax.scenarios) * len(tax.capabilities)
-    specs = sample_specs(count, seed=11)
+    grid = len(served_grid()) if served_only else len(tax.scenarios) * len(tax.capabilities)
+    specs = sample_specs(count, seed=11, served_only=served_only)
     assert len(specs) == count
     cells = counts_per_cell(specs)
     if count:
@@ -51,7 +53,9 @@ def test_140_specs_over_a_14_cell_grid_are_10_per_cell() -> None:
     tax = load_taxonomy()
     domains = list(tax.scenarios)[:7]
     capabilities = ["data_analysis", "reconciliation"]
-    specs = sample_specs(140, seed=5, domains=domains, capabilities=capabilities)
+    specs = sample_specs(
+        140, seed=5, domains=domains, capabilities=capabilities, served_only=False
+    )
     cells = counts_per_cell(specs)
     assert set(cells) == {(d, c) for d in domains for c in capabilities}
     assert set(cells.values()) == {10}
@@ -60,10 +64,17 @@ def test_140_specs_over_a_14_cell_grid_are_10_per_cell() -> None:
 def test_every_cell_of_the_whole_grid_yields_valid_specs() -> None:
     tax = load_taxonomy()
     grid = len(tax.scenarios) * len(tax.capabilities)
-    for prefer_served in (True, False):
-        specs = sample_specs(2 * grid, seed=7, prefer_served=prefer_served)
-        assert all(validate_labels(s.labels) == [] for s in specs)
-        assert set(counts_per_cell(specs).values()) == {2}
+    specs = sample_specs(2 * grid, seed=7, served_only=False)
+    assert all(validate_labels(s.labels) == [] for s in specs)
+    assert set(counts_per_cell(specs).values()) == {2}
+
+
+def test_only_served_cells_are_drawn_and_each_equally() -> None:
+    served = served_grid()
+    specs = sample_specs(4 * len(served), seed=7)
+    assert set(counts_per_cell(specs)) == set(served)
+    assert set(counts_per_cell(specs).values()) == {4}
+    assert all(validate_labels(s.labels) == [] for s in specs)
 
 
 def test_specs_are_consistent_with_their_cell_and_turns() -> None:
@@ -78,43 +89,57 @@ def test_specs_are_consistent_with_their_cell_and_turns() -> None:
         assert (task.seed, task.turns, task.family) == (spec.seed, spec.turns, spec.family)
 
 
-def test_served_leaves_are_preferred() -> None:
-    tax = load_taxonomy()
-    served = {s for f in FAMILIES.values() for s in f.scenarios}
-    served_domains = sorted({s.split("/")[0] for s in served})
-    specs = sample_specs(3 * len(tax.capabilities), seed=9, domains=served_domains)
-    assert all(s.labels.scenario in served for s in specs)
-    for spec in specs:
-        if spec.family is not None:
-            family = FAMILIES[spec.family]
-            assert spec.labels.scenario in family.scenarios
-            assert spec.labels.capabilities[0] in family.capabilities
-            assert spec.turns <= family.max_turns
-            assert set(spec.labels.capabilities) <= set(family.capabilities)
-            assert set(spec.labels.deliverables) <= set(family.deliverables)
-            assert set(spec.labels.modality) <= set(family.modalities)
-    assert any(s.family for s in specs)
+def test_served_specs_carry_their_familys_labels() -> None:
+    for spec in sample_specs(300, seed=9):
+        assert spec.family is not None
+        family = FAMILIES[spec.family]
+        assert family.serves(spec.labels.scenario, spec.labels.capabilities[0], spec.turns)
+        assert set(spec.labels.capabilities) == set(family.capabilities_at(spec.turns))
+        assert spec.labels.deliverables == list(family.deliverables)
+        assert spec.labels.modality == list(family.modalities)
+        assert spec.labels.safety == list(family.safety)
 
 
-def test_without_preference_unserved_leaves_are_sampled_too() -> None:
+def test_whole_grid_sampling_reaches_unserved_leaves_without_a_family() -> None:
     served = {s for f in FAMILIES.values() for s in f.scenarios}
-    specs = sample_specs(300, seed=9, prefer_served=False)
-    assert any(s.labels.scenario not in served for s in specs)
+    specs = sample_specs(300, seed=9, served_only=False)
+    unserved = [s for s in specs if s.labels.scenario not in served]
+    assert unserved and all(s.family is None for s in unserved)
     assert len({s.labels.scenario for s in specs}) > 40
+    for spec in specs:  # where a family is named, it serves the labels
+        if spec.family is not None:
+            family_for(
+                spec.labels.scenario, spec.labels.capabilities, spec.turns, family=spec.family
+            )
 
 
-def test_every_sampled_leaf_has_a_family_to_fall_back_to() -> None:
-    for spec in sample_specs(50, seed=1):
-        assert family_for_scenario(spec.labels.scenario, spec.seed).name in FAMILIES
+def test_every_served_spec_is_accepted_by_the_family_selection() -> None:
+    for spec in sample_specs(100, seed=1):
+        chosen = family_for(spec.labels.scenario, spec.labels.capabilities, spec.turns)
+        assert chosen.serves(spec.labels.scenario, spec.labels.capabilities[0], spec.turns)
+
+
+def test_a_capability_a_later_turn_exercises_needs_the_turns() -> None:
+    specs = sample_specs(200, seed=3, turns=[1])
+    assert all(s.turns == 1 for s in specs)
+    assert not {"requirement_tracking", "dependency_tracking"} & {
+        c for s in specs for c in s.labels.capabilities
+    }
+    specs = sample_specs(200, seed=3)
+    tracked = [s for s in specs if s.labels.capabilities[0] == "requirement_tracking"]
+    assert tracked and all(s.turns == 3 for s in tracked)
 
 
 def test_the_sampler_varies_the_other_dimensions() -> None:
     specs = sample_specs(400, seed=4)
     assert {s.labels.difficulty for s in specs} == {"easy", "medium", "hard"}
     assert {s.turns for s in specs} == {1, 2, 3}
-    assert len({d for s in specs for d in s.labels.deliverables}) >= 8
+    assert len({d for s in specs for d in s.labels.deliverables}) >= 6
     assert len({m for s in specs for m in s.labels.modality}) >= 5
-    assert len({x for s in specs for x in s.labels.safety}) >= 5
+    assert len({x for s in specs for x in s.labels.safety}) >= 3
+    grid = sample_specs(400, seed=4, served_only=False)
+    assert len({d for s in grid for d in s.labels.deliverables}) >= 8
+    assert len({x for s in grid for x in s.labels.safety}) >= 5
 
 
 @pytest.mark.parametrize(
@@ -135,7 +160,7 @@ def test_bad_arguments_are_rejected(kwargs: dict[str, object], match: str) -> No
 
 
 def test_a_balanced_sample_has_perfect_balance_figures() -> None:
-    cov = coverage(sample_specs(140, seed=0))
+    cov = coverage(sample_specs(140, seed=0, served_only=False))
     assert cov.total == 140
     assert cov.filled == 140
     assert cov.max_min_ratio == 1.0
@@ -184,7 +209,12 @@ def test_cell_of_uses_the_domain_and_primary_capability() -> None:
     assert cell_of(unbalanced()[0]) == ("data_analysis", "data_analysis")
 
 
+def test_with_no_families_only_whole_grid_sampling_works() -> None:
+    with pytest.raises(ValueError, match="served_only=False"):
+        sample_specs(5, seed=2, families={})
+
+
 def test_with_no_families_every_leaf_is_fair_game() -> None:
-    specs = sample_specs(100, seed=2, families={})
+    specs = sample_specs(100, seed=2, families={}, served_only=False)
     assert all(s.family is None for s in specs)
     assert all(validate_labels(s.labels) == [] for s in specs)
