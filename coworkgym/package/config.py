@@ -1,15 +1,27 @@
 """``task.toml``: Harbor's task configuration (schema 1.4) plus the Cowork metadata.
 
-Field names and defaults follow Harbor 0.25's ``TaskConfig``. Unlike Harbor's loader we
-refuse unknown keys (``extra="forbid"``): a typo such as ``timeout_secs`` would otherwise
-silently mean "no timeout".
+Field names and defaults follow Harbor 0.25's ``TaskConfig``, including the legacy input it
+still loads: the top-level ``version`` (now ``schema_version``) and ``[environment]``
+``allow_internet``, ``memory`` and ``storage``. The models refuse unknown keys
+(``extra="forbid"``): in a Cowork package a typo such as ``timeout_secs`` would otherwise
+silently mean "no timeout". A plain Harbor task is read as Harbor reads it, unknown keys
+dropped and named (see ``package.load_task_config``).
+
+Validating with a context ``{"notes": []}`` collects a line per legacy field migrated.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 TASK_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$"
 NetworkMode = Literal["public", "no-network", "allowlist"]
@@ -46,6 +58,21 @@ class AgentSection(_Section):
     allowed_hosts: list[str] | None = None
 
 
+def _note(info: ValidationInfo, line: str) -> None:
+    notes = (info.context or {}).get("notes")
+    if isinstance(notes, list):
+        notes.append(line)
+
+
+def size_to_mb(size: str) -> int:
+    """Harbor's reading of the legacy ``memory``/``storage`` strings ("2G", "512M", "64K")."""
+    text = size.strip().upper()
+    factors = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
+    if not text or text[-1] not in factors:
+        raise ValueError(f"invalid size {size!r}; write it like '2G' or '512M'")
+    return int(float(text[:-1]) * factors[text[-1]])
+
+
 class EnvironmentSection(_Section):
     build_timeout_sec: float = Field(600.0, gt=0)
     docker_image: str | None = None
@@ -62,6 +89,34 @@ class EnvironmentSection(_Section):
     healthcheck: dict[str, Any] | None = None
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     skills_dir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_fields(cls, data: Any, info: ValidationInfo) -> Any:
+        """Harbor 0.25 still loads these deprecated fields; migrate them as it does."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        allow_internet = data.pop("allow_internet", None)
+        if allow_internet is not None:
+            if "network_mode" not in data and data.get("allowed_hosts") is None:
+                data["network_mode"] = "public" if allow_internet else "no-network"
+            _note(info, "environment.allow_internet is deprecated; use network_mode")
+        for legacy in ("memory", "storage"):
+            if legacy not in data:
+                continue
+            value = data.pop(legacy)
+            _note(info, f"environment.{legacy} is deprecated; use {legacy}_mb")
+            if not isinstance(value, str):
+                continue  # Harbor drops a non-string legacy size as well
+            size = size_to_mb(value)
+            if data.get(f"{legacy}_mb", size) != size:
+                raise ValueError(
+                    f"{legacy}={value!r} ({size} MB) conflicts with "
+                    f"{legacy}_mb={data[f'{legacy}_mb']!r}; keep only {legacy}_mb"
+                )
+            data.setdefault(f"{legacy}_mb", size)
+        return data
 
 
 class CollectHook(_Section):
@@ -149,9 +204,14 @@ class TaskConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _legacy_version_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "version" in data and "schema_version" not in data:
-            data = {**data, "schema_version": data.pop("version")}
+    def _legacy_version_key(cls, data: Any, info: ValidationInfo) -> Any:
+        """Harbor renames the legacy top-level ``version``; with both set it keeps
+        ``schema_version`` and drops ``version``."""
+        if isinstance(data, dict) and "version" in data:
+            data = dict(data)
+            legacy = data.pop("version")
+            data.setdefault("schema_version", legacy)
+            _note(info, "the top-level version is legacy; use schema_version")
         return data
 
     @property

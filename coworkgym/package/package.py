@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from ..verifier.spec import VerifierSpec
 from .config import TaskConfig
 from .cowork import ArtifactGraph, Interfaces, TurnPatch, UserState
-from .errors import PackageError
+from .errors import PackageError, location
 
 TASK_TOML = "task.toml"
 INSTRUCTION = "instruction.md"
@@ -53,6 +53,9 @@ class EnvironmentPackage:
     patches: list[TurnPatch] = field(default_factory=list)
     interfaces: Interfaces | None = None
     artifacts: ArtifactGraph | None = None
+    # What loading accepted the way Harbor does but a user may want to know: legacy fields
+    # migrated, unknown task.toml keys Harbor ignores.
+    notes: list[str] = field(default_factory=list)
 
     # ---- construction ---------------------------------------------------------------
     @classmethod
@@ -73,7 +76,7 @@ class EnvironmentPackage:
         pkg = cls(files=dict(files), executables=set(executables), symlinks=symlinks or {})
         try:
             raw = tomllib.loads(files[TASK_TOML].decode("utf-8"))
-            pkg.config = TaskConfig.model_validate(raw)
+            pkg.config = load_task_config(raw, pkg.notes)
             pkg.config.cowork  # noqa: B018 - validates [metadata.cowork] if present
         except KeyError:
             problems.append(f"{TASK_TOML}: missing; every package needs one")
@@ -104,8 +107,24 @@ class EnvironmentPackage:
         return self.config.cowork is not None
 
     @property
+    def is_multi_step(self) -> bool:
+        """Harbor's multi-step layout (``[[steps]]``, ``steps/<name>/``), run step by step.
+        A Cowork package also declares steps, but its turns run from ``.patch/``."""
+        return bool(self.config.steps) and not self.is_cowork
+
+    @property
+    def step_names(self) -> list[str]:
+        return [step.name for step in self.config.steps or []]
+
+    @property
     def instruction(self) -> str:
-        return self.files.get(INSTRUCTION, b"").decode("utf-8", errors="replace")
+        """What the agent is asked (every step's instruction for a multi-step task)."""
+        if self.is_multi_step:
+            return "\n".join(self.text(f"steps/{name}/{INSTRUCTION}") for name in self.step_names)
+        return self.text(INSTRUCTION)
+
+    def text(self, rel: str) -> str:
+        return self.files.get(rel, b"").decode("utf-8", errors="replace")
 
     def under(self, prefix: str) -> dict[str, bytes]:
         """Files below a directory, keyed relative to it."""
@@ -159,6 +178,40 @@ def content_digest(files: dict[str, bytes]) -> str:
     for rel in sorted(files):
         h.update(f"{rel}\0{hashlib.sha256(files[rel]).hexdigest()}\n".encode())
     return f"sha256:{h.hexdigest()}"
+
+
+def load_task_config(raw: dict[str, Any], notes: list[str]) -> TaskConfig:
+    """Validate task.toml. A Cowork package is strict; a plain Harbor task loads as Harbor
+    loads it: unknown keys are dropped (each named in ``notes``), legacy fields migrated."""
+    cowork = isinstance(raw.get("metadata"), dict) and "cowork" in raw["metadata"]
+    ignored: list[str] = []
+    while True:
+        migrated: list[str] = []
+        try:
+            config = TaskConfig.model_validate(raw, context={"notes": migrated})
+        except ValidationError as exc:
+            unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+            if cowork or not unknown or not all(_drop(raw, loc) for loc in unknown):
+                raise
+            for loc in unknown:
+                ignored.append(f"{TASK_TOML}: {location(loc)}: unknown field; Harbor ignores it")
+            continue
+        notes += [f"{TASK_TOML}: {line}" for line in migrated] + ignored
+        return config
+
+
+def _drop(node: Any, loc: tuple[int | str, ...]) -> bool:
+    """Delete the key at a validation error's location; False if it is not there. Union
+    members add their class name to the location, which the data does not have."""
+    for part in loc[:-1]:
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_dict or in_list:
+            node = node[part]
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False
 
 
 def in_harbor_package(rel: str) -> bool:
