@@ -9,6 +9,7 @@ Mount plan (the same separation the Kubernetes Jobs use):
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -22,7 +23,11 @@ from .workspace import apply_patch, copy_tree, write_files
 
 @dataclass
 class VerifyOutcome:
-    """One verification: a reward, or *invalid* (never a 0 standing in for a crash)."""
+    """One verification: a reward, or *invalid* (never a 0 standing in for a crash).
+
+    ``reward`` is the headline: Harbor's ``reward`` key when the verifier writes one, else
+    the lowest of its keys. Harbor itself reports every key of a multi-key ``reward.json``
+    as a metric of its own; a state is only as good as its worst metric."""
 
     valid: bool
     reward: float | None
@@ -57,12 +62,43 @@ class LocalRuntime:
         return result
 
     def run_solution(
-        self, pkg: EnvironmentPackage, workspace: Path, workdir: str, turn: int = 0
+        self,
+        pkg: EnvironmentPackage,
+        workspace: Path,
+        workdir: str,
+        turn: int = 0,
+        step: str | None = None,
     ) -> SandboxResult:
-        return self.run_script(pkg.under("solution"), workspace, workdir, turn)
+        """The oracle: ``solution/solve.sh``, or one Harbor step's ``steps/<step>/solution``."""
+        solution = pkg.under(f"steps/{step}/solution" if step else "solution")
+        return self.run_script(solution, workspace, workdir, turn, pkg.config.solution.env)
+
+    def prepare_step(
+        self, pkg: EnvironmentPackage, step: str, workspace: Path, workdir: str
+    ) -> SandboxResult | None:
+        """What Harbor does before a step's agent: copy ``steps/<step>/workdir/`` into the
+        working directory and run its ``setup.sh`` there (None when it has none)."""
+        files = pkg.under(f"steps/{step}/workdir")
+        write_files(workspace, files)
+        for rel in files:
+            if f"steps/{step}/workdir/{rel}" in pkg.executables:
+                (workspace / rel).chmod(0o755)
+        if "setup.sh" not in files:
+            return None
+        return self._run(
+            ["bash", f"{workdir.rstrip('/')}/setup.sh"],
+            [Mount(workspace, workdir, writable=True)],
+            limits=self.solution_limits,
+            cwd=workdir,
+        )
 
     def run_script(
-        self, solution_files: dict[str, bytes], workspace: Path, workdir: str, turn: int = 0
+        self,
+        solution_files: dict[str, bytes],
+        workspace: Path,
+        workdir: str,
+        turn: int = 0,
+        env: dict[str, str] | None = None,
     ) -> SandboxResult:
         """Run ``solve.sh`` (from ``solution_files``) for one turn, in the workspace."""
         with tempfile.TemporaryDirectory(prefix="cwg-solution-") as tmp:
@@ -73,7 +109,7 @@ class LocalRuntime:
                 ["bash", "/solution/solve.sh"],
                 [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")],
                 limits=self.solution_limits,
-                env={"COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir},
+                env={**(env or {}), "COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir},
                 cwd=workdir,
             )
 
@@ -101,11 +137,16 @@ class LocalRuntime:
         *,
         trajectory: dict[str, Any] | None = None,
         rubric_scores: dict[str, float] | None = None,
+        step: str | None = None,
     ) -> VerifyOutcome:
+        """Run ``tests/test.sh`` on a copy of the workspace. For a Harbor step, ``/tests``
+        holds ``tests/`` overlaid with ``steps/<step>/tests/``, as Harbor uploads them."""
         with tempfile.TemporaryDirectory(prefix="cwg-verify-") as tmp:
             root = Path(tmp)
             tests, logs, ws = root / "tests", root / "logs", root / "workspace"
             write_files(tests, pkg.under("tests"))
+            if step is not None:
+                write_files(tests, pkg.under(f"steps/{step}/tests"))
             logs.mkdir()
             copy_tree(workspace, ws)
             mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
@@ -126,7 +167,7 @@ class LocalRuntime:
                 ["bash", "/tests/test.sh"],
                 mounts,
                 limits=self.verifier_limits,
-                env=env,
+                env={**pkg.config.verifier.env, **env},
                 cwd="/tests",
             )
             return read_outcome(logs, run)
@@ -139,27 +180,42 @@ def read_outcome(logs: Path, run: SandboxResult) -> VerifyOutcome:
             details = json.loads((logs / "details.json").read_text())
         except ValueError:
             details = {}
-    rewards = _read_rewards(logs)
-    if rewards is None or "reward" not in rewards:
-        why = details.get("error") or f"no reward written ({run.describe()})"
+    rewards, problem = read_rewards(logs)
+    if rewards is None:
+        why = details.get("error") or f"{problem} ({run.describe()})"
         return VerifyOutcome(False, None, details=details, error=str(why), run=run)
-    return VerifyOutcome(True, rewards["reward"], rewards, details, run=run)
+    headline = rewards.get("reward", min(rewards.values()))
+    return VerifyOutcome(True, headline, rewards, details, run=run)
 
 
-def _read_rewards(logs: Path) -> dict[str, float] | None:
-    """Harbor's contract: reward.json (flat, finite numbers) wins over reward.txt."""
+def read_rewards(logs: Path) -> tuple[dict[str, float] | None, str]:
+    """Harbor's reward contract: ``reward.json`` (a flat object of finite numbers, any keys)
+    wins over ``reward.txt`` (one finite number). Returns the rewards, or None and why not."""
     as_json, as_text = logs / "reward.json", logs / "reward.txt"
-    try:
-        if as_json.is_file():
+    if as_json.is_file():
+        try:
             data = json.loads(as_json.read_text())
-            if not isinstance(data, dict):
-                return None
-            return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
-        if as_text.is_file():
-            return {"reward": float(as_text.read_text().strip())}
-    except ValueError:
-        return None
-    return None
+        except ValueError:
+            return None, "reward.json is not JSON"
+        if not isinstance(data, dict) or not data:
+            return None, "reward.json is not a non-empty object of numbers"
+        bad = [k for k, v in data.items() if not _finite_number(v)]
+        if bad:
+            return None, f"reward.json has non-numeric or non-finite values for {bad}"
+        return {str(k): float(v) for k, v in data.items()}, ""
+    if as_text.is_file():
+        try:
+            value = float(as_text.read_text().strip())
+        except ValueError:
+            return None, "reward.txt does not hold a number"
+        if not math.isfinite(value):
+            return None, "reward.txt holds a non-finite number"
+        return {"reward": value}, ""
+    return None, "no reward written"
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def clean(path: Path) -> None:
