@@ -52,9 +52,12 @@ def _package_dir(target: str, scratch: Path) -> Path:
 def check(
     packages: Annotated[list[str], typer.Argument(help=PACKAGE_HELP, show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON report")] = False,
-    no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+    no_harbor_lint: Annotated[
+        bool, typer.Option("--no-harbor-lint", help="skip `harbor lint`")
+    ] = False,
 ) -> None:
-    """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects."""
+    """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects, 2 if
+    one could not be run on this machine (the report says why)."""
     detector = IssueDetector(run_harbor_lint=not no_harbor_lint)
     with tempfile.TemporaryDirectory(prefix="cwg-check-") as scratch:
         reports = [detector.check_dir(_package_dir(p, Path(scratch))) for p in packages]
@@ -63,14 +66,24 @@ def check(
     else:
         for path, report in zip(packages, reports, strict=True):
             _print_report(path, report)
-    raise typer.Exit(0 if all(r.passed for r in reports) else 1)
+    verdicts = {r.verdict for r in reports}
+    raise typer.Exit(1 if "fail" in verdicts else 2 if "could not run" in verdicts else 0)
+
+
+VERDICT_LABELS = {
+    "pass": "[green]PASS[/]",
+    "fail": "[red]FAIL[/]",
+    "could not run": "[yellow]COULD NOT RUN[/]",
+}
 
 
 def _print_report(path: str, report: DetectorReport) -> None:
-    verdict = "[green]PASS[/]" if report.passed else "[red]FAIL[/]"
+    verdict = VERDICT_LABELS[report.verdict]
     reward = report.stats.reference_reward
     runs = report.stats.verifier_runs
     out.print(f"{verdict} {escape(str(path))}  reference reward={reward}  verifier runs={runs}")
+    if report.could_not_run:
+        out.print(Text(f"  could not run here: {report.could_not_run}"))
     if not report.defects:
         return
     table = Table(show_lines=False)
@@ -147,7 +160,9 @@ def synth(
         float, typer.Option(help="probability that a role emits a deliberate defect")
     ] = 0.0,
     max_iterations: Annotated[int, typer.Option(help="revise budget per environment")] = 3,
-    no_harbor_lint: Annotated[bool, typer.Option(help="skip `harbor lint`")] = False,
+    no_harbor_lint: Annotated[
+        bool, typer.Option("--no-harbor-lint", help="skip `harbor lint`")
+    ] = False,
     backend: Annotated[
         str, typer.Option(help="role backend: procedural, or llm (see docs/llm-backend.md)")
     ] = "procedural",

@@ -1,15 +1,23 @@
 """The Issue Detector: reproduces an environment and judges whether its verifier separates
 valid from shortcut states. It never repairs anything; every defect carries a code, an
 owner (builder or verifier), a severity, evidence and a message.
+
+A report has one of three verdicts: pass, fail (an error defect), or could not run (no
+error, but this machine could not reproduce what the task needs; the reason is given).
+One finding is reported once: a ``harbor lint`` rule that repeats one of our own findings
+is dropped. On a plain Harbor task, lint findings that do not stop Harbor from loading the
+task are warnings (Harbor runs it); our own packages must be lint-clean.
 """
 
 from __future__ import annotations
 
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..package.errors import PackageError
+from ..package.harbor_model import harbor_verdict
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from .audit import audit
@@ -28,6 +36,7 @@ class DetectorReport:
     stats: ReviewStats = field(default_factory=ReviewStats)
     seconds: dict[str, float] = field(default_factory=dict)
     harbor_lint_ran: bool = False
+    could_not_run: str | None = None  # why this machine could not reproduce the task
 
     @property
     def errors(self) -> list[Defect]:
@@ -37,11 +46,19 @@ class DetectorReport:
     def passed(self) -> bool:
         return not self.errors
 
+    @property
+    def verdict(self) -> str:
+        if self.errors:
+            return "fail"
+        return "could not run" if self.could_not_run else "pass"
+
     def to_json(self) -> dict[str, object]:
         return {
             "package": self.package,
             "path": self.path,
             "passed": self.passed,
+            "verdict": self.verdict,
+            "could_not_run": self.could_not_run,
             "defects": [d.model_dump(mode="json") for d in self.defects],
             "reference_reward": self.stats.reference_reward,
             "verifier_runs": self.stats.verifier_runs,
@@ -64,14 +81,22 @@ class IssueDetector:
         return self._runtime
 
     def check_dir(self, path: Path) -> DetectorReport:
-        """Audit and execute a package directory (harbor lint needs it on disk)."""
+        """Audit and execute a package directory (harbor lint needs it on disk). A plain
+        Harbor task must also load with Harbor's own task model, where it is installed."""
+        verdict = None if _is_cowork(path) else harbor_verdict(path)
+        refused = [
+            Defect.of(DefectCode.PACKAGE_INVALID, problem, source="harbor")
+            for problem in (verdict.problems if verdict else [])
+        ]
         try:
             pkg = EnvironmentPackage.load(path)
         except PackageError as exc:
-            report = DetectorReport(package=str(path), path=str(path))
+            report = DetectorReport(package=str(path), path=str(path), defects=refused)
             for problem in exc.problems:
                 report.defects.append(Defect.of(DefectCode.PACKAGE_INVALID, problem))
             return report
+        if refused:
+            return DetectorReport(package=pkg.name, path=str(path), defects=refused)
         report = self.check(pkg, path)
         report.path = str(path)
         return report
@@ -80,18 +105,59 @@ class IssueDetector:
         report = DetectorReport(package=pkg.name)
         started = time.perf_counter()
         report.defects += audit(pkg)
+        notes = [Defect.of(DefectCode.PACKAGE_INVALID, n, severity="warning") for n in pkg.notes]
         report.seconds["audit"] = time.perf_counter() - started
         if on_disk is not None and self.run_harbor_lint:
             started = time.perf_counter()
             lint = harbor_lint(on_disk)
             report.harbor_lint_ran = lint is not None
+            if lint is not None:
+                lint = _once(lint, report.defects, pkg.is_cowork)
+                if any(d.evidence.get("rule") == "unknown-config-field" for d in lint):
+                    notes = [n for n in notes if "Harbor ignores it" not in n.message]
             report.defects += lint or []
             report.seconds["harbor_lint"] = time.perf_counter() - started
-        if any(d.code == DefectCode.PACKAGE_STRUCTURE for d in report.defects):
+        report.defects += notes
+        if any(d.code == DefectCode.PACKAGE_STRUCTURE for d in report.errors):
             return report  # nothing to execute
         started = time.perf_counter()
         review = ExecutionReview(pkg, self.runtime)
         report.defects += review.run()
         report.stats = review.stats
+        report.could_not_run = review.could_not_run
         report.seconds["execution"] = time.perf_counter() - started
         return report
+
+
+# harbor lint rules that say what one of our own codes already says
+LINT_RULE_TWINS = {
+    "shared-verifier": DefectCode.VERIFIER_SHARED_MODE,
+    "invalid-task-files": DefectCode.PACKAGE_STRUCTURE,
+    "invalid-task-config": DefectCode.PACKAGE_INVALID,
+}
+# rules whose finding means Harbor cannot load or run the task at all
+LINT_RULES_HARBOR_REFUSES = {"invalid-task-config", "invalid-task-files"}
+
+
+def _once(lint: list[Defect], own: list[Defect], cowork: bool) -> list[Defect]:
+    """Drop lint findings that repeat ours; on a plain Harbor task keep as errors only the
+    findings that stop Harbor from loading it."""
+    codes = {d.code for d in own}
+    kept = []
+    for finding in lint:
+        rule = str(finding.evidence.get("rule"))
+        if LINT_RULE_TWINS.get(rule) in codes:
+            continue
+        if not cowork and rule not in LINT_RULES_HARBOR_REFUSES:
+            finding = finding.model_copy(update={"severity": "warning"})
+        kept.append(finding)
+    return kept
+
+
+def _is_cowork(path: Path) -> bool:
+    try:
+        raw = tomllib.loads((path / "task.toml").read_text())
+    except (OSError, ValueError):
+        return False
+    metadata = raw.get("metadata")
+    return isinstance(metadata, dict) and "cowork" in metadata

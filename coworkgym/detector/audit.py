@@ -1,7 +1,9 @@
 """The rule audit: static checks on a package, each a small function pkg → defects.
 
-Runs on plain Harbor tasks as far as their format allows: Cowork-only rules skip packages
-without ``[metadata.cowork]``.
+Runs on plain Harbor tasks as Harbor reads them: Cowork-only rules skip packages without
+``[metadata.cowork]``; files Harbor does not package are not ours to refuse; Harbor's
+multi-step layout (``steps/<name>/``) is the task's structure; a choice Harbor allows but
+lints (shared verifier mode) is a warning, while our own packages must avoid it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..package.package import (
 )
 from ..verifier.spec import Component
 from .defects import Defect, DefectCode
+from .ambiguity import answers_determined
 from .labels import labels_match_task
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -37,11 +40,13 @@ Rule = Callable[[EnvironmentPackage], Iterable[Defect]]
 
 
 def structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
-    required = [INSTRUCTION, TEST_SH, SOLVE_SH]
+    if not pkg.is_cowork:
+        yield from harbor_structure(pkg)
+        return
+    required = [INSTRUCTION, TEST_SH, SOLVE_SH, VERIFIER_SPEC, USER_STATE, INTERFACES]
+    required.append(ARTIFACT_GRAPH)
     if pkg.config.environment.docker_image is None:
         required.append("environment/Dockerfile")
-    if pkg.is_cowork:
-        required += [VERIFIER_SPEC, USER_STATE, INTERFACES, ARTIFACT_GRAPH]
     for rel in required:
         if not pkg.files.get(rel, b"").strip():
             yield Defect.of(DefectCode.PACKAGE_STRUCTURE, f"{rel} is missing or empty", file=rel)
@@ -61,12 +66,42 @@ def structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
                 )
 
 
+def harbor_structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    """What Harbor needs to run a task (single- or multi-step); the oracle is optional to
+    Harbor, so a task without one is checked with the no-op only (a warning says so)."""
+    required = [] if pkg.config.environment.docker_image else ["environment/Dockerfile"]
+    solutions = [SOLVE_SH]
+    if pkg.is_multi_step:
+        for name in pkg.step_names:
+            required.append(f"steps/{name}/{INSTRUCTION}")
+            if f"steps/{name}/{TEST_SH}" not in pkg.files:
+                required.append(TEST_SH)  # the step falls back to the shared script
+        solutions = [f"steps/{name}/{SOLVE_SH}" for name in pkg.step_names]
+    else:
+        required += [INSTRUCTION, TEST_SH]
+    for rel in dict.fromkeys(required):
+        if not pkg.files.get(rel, b"").strip():
+            yield Defect.of(DefectCode.PACKAGE_STRUCTURE, f"{rel} is missing or empty", file=rel)
+    missing = [rel for rel in solutions if rel not in pkg.files]
+    if missing:
+        yield Defect.of(
+            DefectCode.PACKAGE_STRUCTURE,
+            f"no oracle ({', '.join(missing)}): the reference completion cannot be checked, "
+            "only that doing nothing fails",
+            severity="warning",
+            missing=missing,
+        )
+
+
 def whitelist_and_sizes(pkg: EnvironmentPackage) -> Iterable[Defect]:
     allowed_dirs = HARBOR_DIRS + (COWORK_DIRS if pkg.is_cowork else ())
     total = 0
     for rel, content in pkg.files.items():
         total += len(content)
-        if rel not in HARBOR_TOP_FILES and not rel.startswith(allowed_dirs):
+        outside = rel not in HARBOR_TOP_FILES and not rel.startswith(allowed_dirs)
+        if outside and not pkg.is_cowork:
+            continue  # Harbor neither packages nor uploads it; it cannot affect a run
+        if outside:
             yield Defect.of(
                 DefectCode.FILE_NOT_ALLOWED, f"{rel} is not part of a package", file=rel
             )
@@ -89,6 +124,11 @@ def path_escapes(pkg: EnvironmentPackage) -> Iterable[Defect]:
             yield Defect.of(DefectCode.PATH_ESCAPE, f"path {rel} contains '..'", file=rel)
 
 
+def _in_step_private_dir(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return len(parts) > 3 and parts[0] == "steps" and parts[2] in ("tests", "solution")
+
+
 def _escapes(path: PurePosixPath) -> bool:
     depth = 0
     for part in path.parts:
@@ -104,6 +144,8 @@ def dockerfile_leaks(pkg: EnvironmentPackage) -> Iterable[Defect]:
         words = line.strip().split()
         if words and words[0].upper() in ("COPY", "ADD"):
             for src in words[1:-1]:
+                if not pkg.is_cowork and _in_build_context(pkg, src):
+                    continue  # the agent's own files (visible tests, say); content judged below
                 if re.match(r"^(\.\./|/)?(tests|solution|\.user|\.patch|steps)\b", src):
                     yield Defect.of(
                         DefectCode.LEAK_VERIFIER_CONTENT,
@@ -112,14 +154,31 @@ def dockerfile_leaks(pkg: EnvironmentPackage) -> Iterable[Defect]:
                     )
 
 
+# A tests/ or solution/ file the agent must not see: code that grades or solves, or a file
+# named as an answer. Anything else identical to an environment/ file is the verifier's own
+# pristine copy of an input the agent already has (to detect tampering), not a leak.
+PRIVATE_CODE_SUFFIXES = {".sh", ".py", ".js", ".ts", ".rb", ".pl", ".go", ".rs", ".java"}
+ANSWER_NAME = re.compile(r"expect|answer|golden|solution|solve|reference|truth|oracle", re.I)
+
+
+def is_private(rel: str) -> bool:
+    path = PurePosixPath(rel)
+    return path.suffix.lower() in PRIVATE_CODE_SUFFIXES or bool(ANSWER_NAME.search(path.name))
+
+
+def _in_build_context(pkg: EnvironmentPackage, src: str) -> bool:
+    base = src.strip("/").removeprefix("./")
+    return any(rel == base or rel.startswith(base + "/") for rel in pkg.under("environment"))
+
+
 def private_files_in_workspace(pkg: EnvironmentPackage) -> Iterable[Defect]:
-    """A byte-identical copy of a tests/ or solution/ file in the agent-visible context."""
+    """A byte-identical copy of verifier or solution content in the agent-visible context."""
     private = {
         content: rel
         for rel, content in pkg.files.items()
-        if rel.startswith(("tests/", "solution/"))
+        if (rel.startswith(("tests/", "solution/")) or _in_step_private_dir(rel))
         and len(content) >= 32
-        and not rel.startswith("tests/inputs/")  # the verifier's copy of s0 inputs is expected
+        and is_private(rel)
         and not rel.endswith("Dockerfile")
     }
     for rel, content in pkg.under("environment").items():
@@ -241,11 +300,16 @@ def _permissive(check: dict[str, Any]) -> str | None:
 
 
 def shared_verifier(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    """Our packages must use a separate verifier. Harbor runs shared mode by default (and
+    lints it); there the execution review probes what matters, a grader the agent can
+    rewrite (VERIFIER_AGENT_WRITABLE), so shared mode alone is a warning."""
     if pkg.config.verifier.mode == "shared":
         yield Defect.of(
             DefectCode.VERIFIER_SHARED_MODE,
-            "verifier runs in the agent's sandbox (shared mode): an agent can write the reward "
-            'file; set [verifier] environment_mode = "separate" and declare artifacts',
+            "verifier runs in the agent's sandbox (shared mode): what the agent leaves there "
+            'can sway the reward; set [verifier] environment_mode = "separate" and declare '
+            "artifacts",
+            severity="error" if pkg.is_cowork else "warning",
         )
 
 
@@ -302,6 +366,7 @@ RULES: list[Rule] = [
     shared_verifier,
     patches,
     labels_match_task,
+    answers_determined,
 ]
 
 

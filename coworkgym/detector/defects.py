@@ -29,6 +29,7 @@ class DefectCode(StrEnum):
     SOLUTION_FAILED = "SOLUTION_FAILED"
     EXECUTION_UNSUPPORTED = "EXECUTION_UNSUPPORTED"
     VERIFIER_SHARED_MODE = "VERIFIER_SHARED_MODE"
+    VERIFIER_AGENT_WRITABLE = "VERIFIER_AGENT_WRITABLE"
     VERIFIER_TOO_FEW_COMPONENTS = "VERIFIER_TOO_FEW_COMPONENTS"
     VERIFIER_NO_RED_LINE = "VERIFIER_NO_RED_LINE"
     VERIFIER_PERMISSIVE_CHECK = "VERIFIER_PERMISSIVE_CHECK"
@@ -60,8 +61,9 @@ CATALOGUE: dict[DefectCode, tuple[Owner, str]] = {
     DefectCode.PATCH_NO_NEW_INFORMATION: ("builder", "a user turn brings nothing new"),
     DefectCode.PATCH_INVALIDATION_MISSING: ("builder", "a patch omits artifacts it invalidates"),
     DefectCode.SOLUTION_FAILED: ("builder", "the reference solution does not run"),
-    DefectCode.EXECUTION_UNSUPPORTED: ("builder", "the task cannot be executed locally"),
+    DefectCode.EXECUTION_UNSUPPORTED: ("builder", "the task could not be run on this machine"),
     DefectCode.VERIFIER_SHARED_MODE: ("verifier", "shared-mode verifier: the reward is forgeable"),
+    DefectCode.VERIFIER_AGENT_WRITABLE: ("verifier", "the verifier runs agent-writable code"),
     DefectCode.VERIFIER_TOO_FEW_COMPONENTS: ("verifier", "fewer than 3 meaningful components"),
     DefectCode.VERIFIER_NO_RED_LINE: ("verifier", "no red line protects the inputs"),
     DefectCode.VERIFIER_PERMISSIVE_CHECK: ("verifier", "a check accepts (almost) anything"),

@@ -1,9 +1,16 @@
 """The execution review: run the package and probe its verifier with controlled failures.
 
 The reference completion must pass; the untouched workspace, missing, corrupted and
-shortcut deliverables, damaged inputs and (multi-turn) results computed before a user
-patch must all fail. Thresholds come from the verifier spec's scoring (Harbor tasks: a
-reward of 1.0 passes, anything under 0.5 fails).
+shortcut deliverables, damaged inputs, a forged grader in the agent's workspace and
+(multi-turn) results computed before a user patch must all fail. Thresholds come from the
+verifier spec's scoring (Harbor tasks: a reward of 1.0 passes, anything under 0.5 fails).
+
+A Harbor multi-step task runs as Harbor runs it: each step's ``workdir/`` and ``setup.sh``,
+then its oracle, then its verifier, in order; the trial reward is the per-key mean over the
+steps (or the final step's, as the task says). Controlled failures probe the last step.
+
+A failure this machine may cause itself (no network, Dockerfile ``RUN`` lines not executed)
+stops the review as "could not run here" with the reason, never as a defect.
 """
 
 from __future__ import annotations
@@ -16,13 +23,20 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime, VerifyOutcome
 from ..runtime.workspace import apply_patch, copy_tree, materialize, snapshot
+from ..sandbox import SandboxResult
 from .defects import Defect, DefectCode
+from .environment_limits import Phase, unreproduced
+from .grader_tamper import forge, grader_candidates
 from .mutations import CORRUPTIONS, empty, remove
+
+
+class CouldNotRun(Exception):
+    """This machine cannot reproduce what the task needs; the message says what."""
 
 
 @dataclass
@@ -53,6 +67,10 @@ class ExecutionReview:
         self.stats = ReviewStats()
         self.defects: list[Defect] = []
         self.root = Path(tempfile.mkdtemp(prefix="cwg-review-"))
+        self.could_not_run: str | None = None
+        self.skipped: list[str] = []  # Dockerfile lines not emulated
+        # The Harbor step whose verifier judges a single workspace (multi-step: the last).
+        self.probe_step: str | None = pkg.step_names[-1] if pkg.is_multi_step else None
 
     # ---- helpers --------------------------------------------------------------------
     @contextmanager
@@ -64,11 +82,19 @@ class ExecutionReview:
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
-    def score(self, workspace: Path, label: str) -> VerifyOutcome | None:
+    def unless_unreproduced(self, phase: Phase, run: SandboxResult | None) -> None:
+        """Stop as "could not run" when this machine may be why ``run`` went wrong."""
+        reason = unreproduced(self.pkg, phase, run, self.skipped)
+        if reason is not None:
+            raise CouldNotRun(reason)
+
+    def score(self, workspace: Path, label: str, step: str | None = None) -> VerifyOutcome | None:
         """Verify a workspace; an invalid run becomes a defect and returns None."""
         self.stats.verifier_runs += 1
-        outcome = self.runtime.run_verifier(self.pkg, workspace, self.workdir)
+        step = step or self.probe_step
+        outcome = self.runtime.run_verifier(self.pkg, workspace, self.workdir, step=step)
         if not outcome.valid:
+            self.unless_unreproduced("verifier", outcome.run)
             self.defects.append(
                 Defect.of(
                     DefectCode.VERIFIER_INVALID,
@@ -87,12 +113,25 @@ class ExecutionReview:
             message = f"the {label} workspace scores {outcome.reward:.3f} (must be < {bar})"
             scores = outcome.component_scores()
             found = {"state": label, "reward": outcome.reward, "components": scores, **evidence}
+            if len(outcome.rewards) > 1:
+                found["rewards"] = outcome.rewards
             self.defects.append(Defect.with_evidence(code, message, found))
 
     # ---- the review -----------------------------------------------------------------
     def run(self) -> list[Defect]:
         try:
             self._run()
+        except _StepsStop:
+            pass
+        except CouldNotRun as exc:
+            self.could_not_run = str(exc)
+            self.defects.append(
+                Defect.of(
+                    DefectCode.EXECUTION_UNSUPPORTED,
+                    f"could not run here: {exc}",
+                    severity="warning",
+                )
+            )
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
         return self.defects
@@ -101,6 +140,12 @@ class ExecutionReview:
         s0 = self.root / "s0"
         layout = materialize(self.pkg, s0)
         self.workdir = layout.workdir
+        self.skipped = layout.skipped
+        if PurePosixPath(self.workdir) == PurePosixPath("/"):
+            raise CouldNotRun(
+                "the task's working directory is / (no WORKDIR in environment/Dockerfile); "
+                "this machine mounts the workspace at the working directory, which cannot be /"
+            )
         if layout.skipped and not self.pkg.is_cowork:
             self.defects.append(
                 Defect.of(
@@ -110,6 +155,12 @@ class ExecutionReview:
                     skipped=layout.skipped[:5],
                 )
             )
+        if not self._has_oracle():
+            self._untouched_only(s0)
+            return
+        if self.pkg.is_multi_step:
+            self._run_steps(s0)
+            return
         reference = copy_tree(s0, self.root / "reference")
         if not self._solve(reference):
             return
@@ -121,24 +172,165 @@ class ExecutionReview:
         if outcome is None:
             return
         self.stats.reference_reward = outcome.reward
-        if outcome.reward is None or outcome.reward < self.limits.passing:
-            failing = {k: v for k, v in outcome.component_scores().items() if v < 1.0}
-            self.defects.append(
-                Defect.of(
-                    DefectCode.REFERENCE_REJECTED,
-                    f"the reference completion scores {outcome.reward} "
-                    f"(pass threshold {self.limits.passing})",
-                    failing_components=failing,
-                    details=_evidence(outcome),
-                )
-            )
+        if not self._reference_passes(outcome):
             return
         self.must_fail(final_inputs, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
-        for rel in outputs:
-            self._artifact_mutations(reference, rel)
-        self._shortcuts(final_inputs, outputs)
+        self._probe(reference, final_inputs, outputs)
         self._damaged_inputs(reference)
         self._stale(s0)
+
+    def _probe(self, reference: Path, inputs: Path, outputs: list[str]) -> None:
+        """The controlled failures on one solved workspace and the inputs it answers to."""
+        for rel in outputs:
+            self._artifact_mutations(reference, rel)
+        self._shortcuts(inputs, outputs)
+        self._forged_graders(inputs)
+
+    def _reference_passes(self, outcome: VerifyOutcome, run: SandboxResult | None = None) -> bool:
+        if outcome.reward is not None and outcome.reward >= self.limits.passing:
+            return True
+        self.unless_unreproduced("verifier", outcome.run)
+        self.unless_unreproduced("agent", run)
+        failing = {k: v for k, v in outcome.component_scores().items() if v < 1.0}
+        failing |= {k: v for k, v in outcome.rewards.items() if v < self.limits.passing}
+        self.defects.append(
+            Defect.of(
+                DefectCode.REFERENCE_REJECTED,
+                f"the reference completion scores {outcome.reward} "
+                f"(pass threshold {self.limits.passing})"
+                + (f"; rewards {outcome.rewards}" if len(outcome.rewards) > 1 else ""),
+                reward=outcome.reward,
+                rewards=outcome.rewards,
+                failing_components=failing,
+                details=_evidence(outcome),
+            )
+        )
+        return False
+
+    def _has_oracle(self) -> bool:
+        if self.pkg.is_multi_step:
+            return all(
+                f"steps/{n}/solution/solve.sh" in self.pkg.files for n in self.pkg.step_names
+            )
+        return "solution/solve.sh" in self.pkg.files
+
+    def _untouched_only(self, s0: Path) -> None:
+        """No oracle to run: only the no-op can be checked."""
+        if self.pkg.is_multi_step:
+            self._steps_noop(s0)
+        else:
+            self.must_fail(s0, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
+
+    # ---- Harbor multi-step tasks ------------------------------------------------------
+    def _run_steps(self, s0: Path) -> None:
+        reference = copy_tree(s0, self.root / "reference")
+        before_last = self.root / "before-last-step"
+        per_step: list[dict[str, float]] = []
+        for index, name in enumerate(self.pkg.step_names):
+            self._prepare_step(name, reference)
+            if index == len(self.pkg.step_names) - 1:
+                copy_tree(reference, before_last)
+            solved = self.runtime.run_solution(self.pkg, reference, self.workdir, step=name)
+            self.stats.solution_runs += 1
+            if not solved.ok:
+                self.unless_unreproduced("agent", solved)
+                self.defects.append(
+                    Defect.of(
+                        DefectCode.SOLUTION_FAILED,
+                        f"steps/{name}/solution/solve.sh failed: {solved.describe()}",
+                        step=name,
+                    )
+                )
+                return
+            outcome = self.score(reference, f"step {name} reference", step=name)
+            if outcome is None:
+                return
+            if outcome.reward is None or outcome.reward < self.limits.passing:
+                self._reference_passes(outcome, solved)  # the step's own finding
+                return
+            per_step.append(outcome.rewards)
+            if not self._min_reward_met(name, outcome.rewards):
+                break
+        trial = self._trial_rewards(per_step)
+        self.stats.reference_reward = _headline(trial)
+        self._steps_noop(s0)
+        outputs = self._outputs(before_last, reference)
+        self.stats.outputs = outputs
+        self._leaked_outputs(s0, reference, outputs)
+        self._probe(reference, before_last, outputs)
+
+    def _prepare_step(self, name: str, workspace: Path) -> None:
+        setup = self.runtime.prepare_step(self.pkg, name, workspace, self.workdir)
+        if setup is not None and not setup.ok:
+            self.unless_unreproduced("agent", setup)
+            self.defects.append(
+                Defect.of(
+                    DefectCode.SOLUTION_FAILED,
+                    f"steps/{name}/workdir/setup.sh failed: {setup.describe()}",
+                    step=name,
+                )
+            )
+            raise _StepsStop
+
+    def _steps_noop(self, s0: Path) -> None:
+        """An agent that does nothing at any step must not earn the trial's reward."""
+        noop = copy_tree(s0, self.root / "noop")
+        per_step = []
+        for name in self.pkg.step_names:
+            self._prepare_step(name, noop)
+            outcome = self.score(noop, f"step {name} untouched", step=name)
+            if outcome is None:
+                return
+            per_step.append(outcome.rewards)
+            if not self._min_reward_met(name, outcome.rewards):
+                break
+        reward = _headline(self._trial_rewards(per_step))
+        if reward is not None and reward >= self.limits.failing:
+            self.defects.append(
+                Defect.of(
+                    DefectCode.ACCEPTS_UNTOUCHED,
+                    f"doing nothing at every step scores {reward:.3f} "
+                    f"(must be < {self.limits.failing})",
+                    state="untouched",
+                    reward=reward,
+                    steps=dict(zip(self.pkg.step_names, per_step, strict=False)),
+                )
+            )
+
+    def _min_reward_met(self, name: str, rewards: dict[str, float]) -> bool:
+        """Harbor skips the remaining steps when a step's ``min_reward`` is not met."""
+        step = next(s for s in self.pkg.config.steps or [] if s.name == name)
+        if step.min_reward is None:
+            return True
+        bars = step.min_reward if isinstance(step.min_reward, dict) else {"reward": step.min_reward}
+        return all(rewards.get(key, float("-inf")) >= bar for key, bar in bars.items())
+
+    def _trial_rewards(self, per_step: list[dict[str, float]]) -> dict[str, float]:
+        """Harbor's trial reward: the final step's, or the per-key mean (a missing key
+        counts 0) over the steps that produced a reward."""
+        if not per_step:
+            return {}
+        if self.pkg.config.multi_step_reward_strategy == "final":
+            return per_step[-1]
+        keys = {key for rewards in per_step for key in rewards}
+        return {k: sum(r.get(k, 0.0) for r in per_step) / len(per_step) for k in keys}
+
+    # ---- a grader the agent can rewrite ------------------------------------------------
+    def _forged_graders(self, inputs: Path) -> None:
+        if self.pkg.is_cowork:
+            return  # the Cowork engine lives in tests/, out of the agent's reach
+        candidates = grader_candidates(self.pkg, sorted(snapshot(inputs)), self.workdir)
+        for rel in candidates[:3]:
+            with self.variant(inputs, "forged-grader") as ws:
+                forge(ws, rel)
+                self.must_fail(
+                    ws,
+                    f"untouched-with-forged-{rel}",
+                    DefectCode.VERIFIER_AGENT_WRITABLE,
+                    self.limits.passing,
+                    file=rel,
+                    how=f"the verifier runs {self.workdir}/{rel}, which the agent can rewrite",
+                )
 
     def _solve(self, workspace: Path) -> bool:
         results = self.runtime.run_reference(self.pkg, workspace, self.workdir)
@@ -146,12 +338,10 @@ class ExecutionReview:
         if results and results[-1].ok and len(results) == len(self.pkg.patches) + 1:
             return True
         failed = results[-1]
-        code = DefectCode.SOLUTION_FAILED
-        if not self.pkg.is_cowork and "apt-get" in failed.stderr + failed.stdout:
-            code = DefectCode.EXECUTION_UNSUPPORTED
+        self.unless_unreproduced("agent", failed)
         self.defects.append(
             Defect.of(
-                code,
+                DefectCode.SOLUTION_FAILED,
                 f"solution/solve.sh failed at turn {len(results) - 1}: {failed.describe()}",
                 turn=len(results) - 1,
             )
@@ -280,6 +470,16 @@ class ExecutionReview:
         self.must_fail(
             stale, "stale-after-patches", DefectCode.ACCEPTS_STALE_RESULT, self.limits.passing
         )
+
+
+class _StepsStop(Exception):
+    """A step's setup failed: the finding is recorded, the review of the steps ends."""
+
+
+def _headline(rewards: dict[str, float]) -> float | None:
+    if not rewards:
+        return None
+    return rewards.get("reward", min(rewards.values()))
 
 
 def content_key(data: bytes) -> bytes:

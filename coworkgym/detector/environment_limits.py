@@ -1,0 +1,85 @@
+"""What this machine cannot reproduce of a task's own environment, and when a failure is
+therefore ours to explain rather than the task's defect.
+
+Two gaps matter today: the sandbox has no network (a phase the task lets reach the internet
+may need it), and a plain Harbor task's Dockerfile ``RUN`` lines are not executed (the
+inputs, packages and services they would create are missing). A failure that one of these
+gaps can explain makes the task "could not run here", with the reason; never a defect.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from ..package.package import EnvironmentPackage
+from ..sandbox import SandboxResult
+
+Phase = Literal["agent", "verifier"]
+
+# Commands that fetch from the network, as task scripts write them.
+NETWORK_COMMAND = re.compile(
+    r"\b(curl|wget|pip3?\s+install|uv\s+(pip|run|sync|add|tool)|uvx|apt(-get)?\s+install|"
+    r"npm\s+(install|ci)|git\s+clone|go\s+(get|install)|cargo\s+install)\b|https?://"
+)
+# What a process prints when the network it reached for is not there.
+NETWORK_FAILURE = re.compile(
+    r"(Could not resolve host|Temporary failure in name resolution|Name or service not known|"
+    r"Network is unreachable|getaddrinfo|Failed to establish a new connection|"
+    r"No route to host|ConnectionError|nodename nor servname|Failed to fetch)",
+    re.IGNORECASE,
+)
+
+
+def network_allowed(pkg: EnvironmentPackage, phase: Phase) -> bool:
+    """The task's network policy for a phase: its own override, else the environment's."""
+    section = pkg.config.verifier if phase == "verifier" else pkg.config.agent
+    mode = section.network_mode or pkg.config.environment.network_mode
+    return mode != "no-network"
+
+
+def scripts_of(pkg: EnvironmentPackage, phase: Phase) -> str:
+    prefixes = ("tests/",) if phase == "verifier" else ("solution/",)
+    steps = ("/tests/",) if phase == "verifier" else ("/solution/",)
+    return "\n".join(
+        content.decode("utf-8", errors="replace")
+        for rel, content in pkg.files.items()
+        if (rel.startswith(prefixes) or (rel.startswith("steps/") and any(s in rel for s in steps)))
+        and rel.endswith((".sh", ".py", ".txt", ".toml", ".cfg"))
+    )
+
+
+def needs_network(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | None) -> bool:
+    """The phase may use the network its task allows, and this run plausibly tried to."""
+    if not network_allowed(pkg, phase):
+        return False
+    output = f"{run.stdout}\n{run.stderr}" if run is not None else ""
+    return bool(NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(scripts_of(pkg, phase)))
+
+
+def unreproduced(
+    pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | None, skipped: list[str]
+) -> str | None:
+    """Why a failed ``phase`` run may be this machine's fault, or None if it is the task's."""
+    if pkg.is_cowork:
+        return None  # our own packages declare no network and build no RUN-made inputs
+    if needs_network(pkg, phase, run):
+        where = "verifier" if phase == "verifier" else "solution"
+        seen = _first_network_failure(run)
+        return f"the {where} may use the network its task allows, and this sandbox has none" + (
+            f" ({seen})" if seen else ""
+        )
+    runs = [line for line in skipped if line.upper().startswith("RUN")]
+    if runs:
+        return (
+            f"environment/Dockerfile has {len(runs)} RUN line(s) that are not executed here "
+            f"(first: {runs[0][:80]!r}); what they install or create is missing"
+        )
+    return None
+
+
+def _first_network_failure(run: SandboxResult | None) -> str:
+    if run is None:
+        return ""
+    found = NETWORK_FAILURE.search(f"{run.stdout}\n{run.stderr}")
+    return found.group(0) if found else ""

@@ -1,0 +1,95 @@
+"""An agent-writable grader: the verifier runs or imports a file that the agent can rewrite.
+
+Harbor uploads ``tests/`` after the agent has finished, so the agent cannot touch it. A
+test script that calls a grader kept in the agent's working directory (``/app/grade.py``,
+an ``/app/tests/`` suite) is different: in shared mode — and in separate mode when that
+file is a declared artifact — the verifier runs whatever the agent left there. The probe
+replaces such a file in the untouched workspace by a forgery that claims success; a
+verifier that then passes is a defect proven by execution, not guessed from names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from ..package.package import EnvironmentPackage
+
+# Which workspace files can be a grader: what a test script can run or import.
+SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".ts", ".rb", ".pl"}
+
+FORGED_PYTHON = """\
+# Forged by `cowork-gym check`: an agent can rewrite this file before the verifier runs.
+import os
+import sys
+
+os.makedirs("/logs/verifier", exist_ok=True)
+with open("/logs/verifier/reward.txt", "w") as reward:
+    reward.write("1")
+
+
+def test_forged():
+    assert True
+
+
+if __name__ == "__main__":
+    sys.exit(0)
+"""
+
+FORGED_SHELL = """\
+#!/usr/bin/env bash
+# Forged by `cowork-gym check`: an agent can rewrite this file before the verifier runs.
+mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt
+exit 0
+"""
+
+FORGED_JS = """\
+// Forged by `cowork-gym check`: an agent can rewrite this file before the verifier runs.
+require("fs").mkdirSync("/logs/verifier", { recursive: true });
+require("fs").writeFileSync("/logs/verifier/reward.txt", "1");
+process.exit(0);
+"""
+
+
+def forgery_for(path: str) -> str:
+    suffix = PurePosixPath(path).suffix
+    if suffix == ".py":
+        return FORGED_PYTHON
+    if suffix in (".js", ".mjs", ".ts"):
+        return FORGED_JS
+    return FORGED_SHELL
+
+
+def grader_candidates(
+    pkg: EnvironmentPackage, workspace_files: list[str], workdir: str
+) -> list[str]:
+    """Scripts in the agent's workspace that the verifier names (by path or file name),
+    and that reach the verifier: every file in shared mode, declared artifacts otherwise."""
+    verifier_text = "\n".join(
+        content.decode("utf-8", errors="replace")
+        for rel, content in pkg.files.items()
+        if rel.startswith("tests/") or (rel.startswith("steps/") and "/tests/" in rel)
+    )
+    shared = pkg.config.verifier.mode == "shared"
+    carried = [s.rstrip("/") for s in pkg.config.artifact_sources()]
+    found = []
+    for rel in workspace_files:
+        if PurePosixPath(rel).suffix not in SCRIPT_SUFFIXES:
+            continue
+        absolute = str(PurePosixPath(workdir) / rel)
+        named = absolute in verifier_text or _names_file(verifier_text, rel)
+        reaches = shared or any(absolute == a or absolute.startswith(a + "/") for a in carried)
+        if named and reaches:
+            found.append(rel)
+    return found
+
+
+def _names_file(text: str, rel: str) -> bool:
+    """The relative path, or a unique enough file name (a grader's own name, not 'main.py')."""
+    name = PurePosixPath(rel).name
+    return rel in text if "/" in rel else (len(name) > 6 and name in text)
+
+
+def forge(workspace: Path, rel: str) -> None:
+    target = workspace / rel
+    target.write_text(forgery_for(rel))
+    target.chmod(0o755)

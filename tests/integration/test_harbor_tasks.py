@@ -1,0 +1,124 @@
+"""`cowork-gym check` on tasks written in Harbor's own style (tests/fixtures/harbor_tasks/):
+it reads every one Harbor 0.25 reads, accepts the sound ones, says "could not run" for what
+this machine cannot reproduce, and flags each defective one with its labelled code.
+
+Harbor's own runner needs Docker, which is absent here; the ground truth is the label of
+each fixture (labels.toml), and Harbor's own task model must load every fixture."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coworkgym.detector import DetectorReport, IssueDetector
+from coworkgym.detector.harbor_lint import harbor_executable
+from coworkgym.package.harbor_model import harbor_verdict
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor_tasks"
+LABELS: dict[str, dict[str, Any]] = tomllib.loads((FIXTURES / "labels.toml").read_text())
+SOUND = [name for name, label in LABELS.items() if label["verdict"] == "pass"]
+DEFECTIVE = [name for name, label in LABELS.items() if label["verdict"] == "fail"]
+UNRUNNABLE = [name for name, label in LABELS.items() if label["verdict"] == "could not run"]
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, DetectorReport]:
+    detector = IssueDetector(run_harbor_lint=harbor_executable() is not None)
+    return {name: detector.check_dir(FIXTURES / name) for name in LABELS}
+
+
+def test_every_fixture_is_labelled() -> None:
+    on_disk = {p.name for p in FIXTURES.iterdir() if p.is_dir()}
+    assert on_disk == set(LABELS)
+    assert len(SOUND) >= 5 and len(DEFECTIVE) >= 4 and UNRUNNABLE
+
+
+@pytest.mark.parametrize("name", sorted(LABELS))
+def test_harbors_own_task_model_loads_the_fixture(name: str) -> None:
+    verdict = harbor_verdict(FIXTURES / name)
+    if verdict is None:
+        pytest.skip("harbor is not installed")
+    assert verdict.loads, verdict.problems
+    if name == "multi-step":
+        assert verdict.steps == ["totals", "refunds"]
+
+
+@pytest.mark.parametrize("name", SOUND)
+def test_sound_task_is_accepted(name: str, reports: dict[str, DetectorReport]) -> None:
+    report = reports[name]
+    assert report.verdict == "pass", report.to_json()
+    assert report.stats.reference_reward == 1.0
+    assert report.stats.verifier_runs >= 5  # the no-op and the controlled failures ran
+
+
+@pytest.mark.parametrize("name", DEFECTIVE)
+def test_defective_task_is_flagged_with_its_code(
+    name: str, reports: dict[str, DetectorReport]
+) -> None:
+    label, report = LABELS[name], reports[name]
+    assert report.verdict == "fail", report.to_json()
+    assert (label["code"], label["owner"]) in {(d.code, d.owner) for d in report.errors}
+
+
+@pytest.mark.parametrize("name", UNRUNNABLE)
+def test_unrunnable_task_is_could_not_run_not_a_defect(
+    name: str, reports: dict[str, DetectorReport]
+) -> None:
+    report = reports[name]
+    assert report.verdict == "could not run", report.to_json()
+    assert report.could_not_run and "network" in report.could_not_run
+    assert not report.errors
+
+
+def test_oracle_below_one_reports_its_score(reports: dict[str, DetectorReport]) -> None:
+    rejected = [d for d in reports["oracle-below-one"].errors if d.code == "REFERENCE_REJECTED"]
+    assert rejected and rejected[0].evidence["reward"] == LABELS["oracle-below-one"]["reward"]
+    assert "0.95" in rejected[0].message
+
+
+def test_legacy_fields_are_accepted_and_named(reports: dict[str, DetectorReport]) -> None:
+    warned = " ".join(d.message for d in reports["legacy-version"].defects)
+    assert "version is legacy" in warned
+    warned = " ".join(d.message for d in reports["allow-internet-verifier"].defects)
+    assert "allow_internet is deprecated" in warned
+
+
+def test_multi_key_reward_is_a_reward(reports: dict[str, DetectorReport]) -> None:
+    report = reports["multi-key-reward"]
+    untouched = [d for d in report.defects if d.code == "VERIFIER_INVALID"]
+    assert not untouched and report.stats.reference_reward == 1.0
+
+
+def test_multi_step_task_runs_every_step(reports: dict[str, DetectorReport]) -> None:
+    report = reports["multi-step"]
+    assert report.stats.solution_runs == 2
+    assert "net_totals.json" in report.stats.outputs  # the last step's deliverable was probed
+
+
+def test_shared_mode_is_reported_once(reports: dict[str, DetectorReport]) -> None:
+    for name in ("legacy-version", "shared-writable-grader"):
+        shared = [
+            d
+            for d in reports[name].defects
+            if d.code == "VERIFIER_SHARED_MODE" or d.evidence.get("rule") == "shared-verifier"
+        ]
+        assert len(shared) == 1, [d.message for d in shared]
+
+
+def test_cli_exit_codes_follow_the_verdict() -> None:
+    cli = [sys.executable, "-m", "coworkgym", "check", "--no-harbor-lint", "--json"]
+    codes = {}
+    for name in ("legacy-version", "always-one-verifier", "allow-internet-verifier"):
+        done = subprocess.run([*cli, str(FIXTURES / name)], capture_output=True, text=True)
+        codes[name] = (done.returncode, json.loads(done.stdout)[0]["verdict"])
+    assert codes == {
+        "legacy-version": (0, "pass"),
+        "always-one-verifier": (1, "fail"),
+        "allow-internet-verifier": (2, "could not run"),
+    }
