@@ -34,6 +34,7 @@ test: system-deps install ## Run the test suite (unit + integration; test-bed te
 .PHONY: generate
 generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models
 	$(PY) -m coworkgym_operator.api.crd
+	$(PY) -m coworkgym_operator.api.batch_crd
 
 .PHONY: lint
 lint: install ## ruff, mypy and the layering contracts (import-linter)
@@ -44,6 +45,7 @@ lint: install ## ruff, mypy and the layering contracts (import-linter)
 .PHONY: verify
 verify: lint test ## Everything CI checks: generated files in sync, lint, types, tests
 	$(PY) -m coworkgym_operator.api.crd --check
+	$(PY) -m coworkgym_operator.api.batch_crd --check
 
 .PHONY: testbed-build
 testbed-build: ## Build the test-bed binaries from Go modules (cached outside the repo)
