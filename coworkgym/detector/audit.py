@@ -29,6 +29,7 @@ from ..package.package import (
 from ..verifier.spec import Component
 from .defects import Defect, DefectCode
 from .ambiguity import answers_determined
+from .ambiguity import answers_determined
 from .labels import labels_match_task
 
 MAX_FILE_BYTES = 5 * 1024 * 1024

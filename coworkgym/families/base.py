@@ -13,12 +13,13 @@ import csv
 import io
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import ClassVar, Literal
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import Artifact, Interfaces, UserState
+from ..package.cowork import Artifact, Interfaces, TurnPatch, UserState
 
 Difficulty = Literal["easy", "medium", "hard"]
 
@@ -55,6 +56,22 @@ class FamilyDraft:
 
 
 Cell = tuple[str, str]  # (scenario leaf, capability)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A checked value that a reasonable reader of the task could compute in more than one
+    way — a tie in an argmax, a rounding, an inclusive or exclusive bound — with the value
+    under each reading. The instruction (or the user turn that asks for the value) settles
+    it when a sentence naming ``subject`` matches the reading's phrase (a regex, case
+    insensitive); the Issue Detector flags a value whose readings differ and that no
+    sentence settles (``coworkgym.detector.ambiguity``)."""
+
+    component: str  # the verifier component that checks the value
+    subject: str  # how the task's text names the value, e.g. "windiest_month"
+    values: Mapping[str, object]  # reading → the value under it
+    phrases: Mapping[str, str]  # reading → the regex of a sentence that chooses it
+    tolerance: float = 0.0  # values closer than this are the same answer
 
 
 class TaskFamily(ABC):
@@ -98,6 +115,11 @@ class TaskFamily(ABC):
     @abstractmethod
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
         """Expected values from ``built.final_inputs()`` — never from reference outputs."""
+
+    def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+        """The alternative readings of the values the verifier checks, from the final
+        ``inputs`` (path → content) and the later ``turns``; none by default."""
+        return []
 
 
 NEVER = 99  # a turn index no package reaches: "this requirement never applies"

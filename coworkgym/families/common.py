@@ -22,7 +22,12 @@ How a family is assembled (see ``weather_report.py`` for a short, complete one):
    and any expectation files. A check that needs a whole tree or document is a small
    stdlib script built on ``CHECK_PRELUDE`` (``check_scripts`` writes one per mode).
    ``requirement_added(built)`` says whether a requirement turn is part of the task.
-4. **Register it** in ``coworkgym/families/__init__.py`` and add a unit test in
+4. **Declare the open readings** of every checked value a reader could compute in more
+   than one way (ties in an argmax or argmin, rounding, inclusive or exclusive bounds,
+   units) in ``readings(inputs, turns)``: a ``Reading`` per value, ``tie_reading`` for an
+   argmax. State the rule that settles each in the instruction or in the turn that asks for
+   the value; the Issue Detector recomputes the readings and flags a value they leave open.
+5. **Register it** in ``coworkgym/families/__init__.py`` and add a unit test in
    ``tests/unit/test_families_<name>.py`` (the helpers of ``test_families_meeting_notes.py``
    run the reference solution and the verifier in-process).
 """
@@ -49,6 +54,7 @@ from .base import (
     NEVER,
     FamilyDraft,
     FamilyParams,
+    Reading,
     TaskFamily,
     parse_csv,
     plan_turns,
@@ -225,6 +231,29 @@ def verifier_output(
     return VerifierOutput(spec=spec, private_files=private)
 
 
+# ---- open readings ----------------------------------------------------------------------
+
+# A tie rule in the sentence that names the value: "the earliest such month if there is a tie"
+FIRST_ON_TIE = r"\b(earliest|first)\b.*\bties?\b|\bties?\b.*\b(earliest|first)\b"
+LAST_ON_TIE = r"\b(latest|last)\b.*\bties?\b|\bties?\b.*\b(latest|last)\b"
+
+
+def tie_reading(
+    component: str, subject: str, scores: Mapping[str, float], *, lowest: bool = False
+) -> Reading:
+    """The key with the highest (``lowest``: the lowest) score, read two ways when keys tie:
+    the first or the last of the tied keys in sorted order. Scores are compared at 1e-9, so
+    float noise in a sum is no tie but two equal readings are."""
+    target = min(scores.values()) if lowest else max(scores.values())
+    tied = sorted(k for k, v in scores.items() if abs(v - target) <= 1e-9)
+    return Reading(
+        component=component,
+        subject=subject,
+        values={"first": tied[0], "last": tied[-1]},
+        phrases={"first": FIRST_ON_TIE, "last": LAST_ON_TIE},
+    )
+
+
 # The start of every check script: the workspace is argv[1], and ``report`` prints the score
 # the custom_script check reads, then exits.
 CHECK_PRELUDE = '''\
@@ -250,10 +279,13 @@ def check_scripts(template: str, modes: Iterable[str], name: str) -> dict[str, b
 
 __all__ = [
     "CHECK_PRELUDE",
+    "FIRST_ON_TIE",
+    "LAST_ON_TIE",
     "NEVER",
     "FamilyDraft",
     "FamilyParams",
     "Format",
+    "Reading",
     "TaskFamily",
     "after_reply",
     "check_scripts",
@@ -272,6 +304,7 @@ __all__ = [
     "resource_bytes",
     "rubric",
     "sha256",
+    "tie_reading",
     "user_state",
     "verifier_output",
     "when_exists",

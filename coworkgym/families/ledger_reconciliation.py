@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import calendar
 import random
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import TurnPatch
 from ..verifier.spec import (
     Component,
     RowCount,
@@ -30,6 +33,7 @@ from ..verifier.spec import (
 from .common import (
     FamilyDraft,
     FamilyParams,
+    Reading,
     TaskFamily,
     fill_template,
     input_artifacts,
@@ -360,6 +364,32 @@ class LedgerReconciliation(TaskFamily):
             ),
         )
         return verifier_output(spec, {BANK: bank, BOOKS: books})
+
+
+    def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+        """The stale cut-off bound, exclusive or inclusive, for the turn that asks for it."""
+        asked = [m for t in turns if (m := CUTOFF_RE.search(t.message))]
+        if not asked:
+            return []
+        cutoff = asked[0][1]
+        unmatched = reconcile(inputs[BANK], inputs[BOOKS])[0]
+        return [
+            Reading(
+                component="stale_count",
+                subject="Stale",
+                values={
+                    "before": sum(1 for u in unmatched if u.day < cutoff),
+                    "on or before": sum(1 for u in unmatched if u.day <= cutoff),
+                },
+                phrases={
+                    "before": r"(?<!or )\bbefore \d{4}-\d{2}-\d{2}",
+                    "on or before": r"\b(on or before|up to and including) \d{4}-\d{2}-\d{2}",
+                },
+            )
+        ]
+
+
+CUTOFF_RE = re.compile(r"dated (?:on or )?before (\d{4}-\d{2}-\d{2})")
 
 
 # ---- generating the ledgers ----------------------------------------------------------------

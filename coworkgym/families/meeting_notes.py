@@ -15,10 +15,12 @@ from __future__ import annotations
 import calendar
 import random
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import TurnPatch
 from ..verifier.spec import (
     Component,
     CsvValue,
@@ -31,6 +33,7 @@ from ..verifier.spec import (
 from .common import (
     FamilyDraft,
     FamilyParams,
+    Reading,
     TaskFamily,
     after_reply,
     input_artifacts,
@@ -349,6 +352,28 @@ class MeetingNotes(TaskFamily):
             ),
         )
         return verifier_output(spec, {NOTES: final})
+
+
+    def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+        """Whether the attendee count includes those who sent apologies."""
+        text = inputs[NOTES].decode("utf-8")
+        present = len(parse_notes(text).attendees)
+        apologies = next(
+            (len(line.split(":", 1)[1].split(",")) for line in text.splitlines()
+             if line.startswith("Apologies:")),
+            0,
+        )  # fmt: skip
+        return [
+            Reading(
+                component="memo_attendees",
+                subject="Attendees",
+                values={"present": present, "invited": present + apologies},
+                phrases={
+                    "present": r"\bpresent\b|\bnot apologies\b",
+                    "invited": r"\bincluding apologies\b|\binvited\b",
+                },
+            )
+        ]
 
 
 # ---- generating the meeting ----------------------------------------------------------------

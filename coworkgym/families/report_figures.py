@@ -17,14 +17,17 @@ import io
 import random
 import re
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import TurnPatch
 from ..verifier.spec import Component, CustomScript, RowCount, TableColumns, VerifierSpec
 from .common import (
     CHECK_PRELUDE,
     FamilyDraft,
     FamilyParams,
+    Reading,
     TaskFamily,
     check_scripts,
     expectations,
@@ -39,6 +42,7 @@ from .common import (
     requirement_added,
     requirement_turn,
     rubric,
+    tie_reading,
     user_state,
     verifier_output,
     when_exists,
@@ -353,6 +357,14 @@ class ReportFigures(TaskFamily):
         private = {EXPECTED: expectations({"figures": figures})}
         private |= check_scripts(CHECK, ("csv", "json"), "check_figures_{mode}.py")
         return verifier_output(spec, {REPORT: final}, private)
+
+
+    def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+        figures, sectors = read_report(inputs[REPORT])
+        found = [tie_reading("largest_gain_month", "largest_gain_month", figures["nonfarm_change"])]
+        if any(t.kind == "requirement_changed" for t in turns):
+            found += [tie_reading(f"peak_{s}", "peak", figures[s]) for s in sectors]
+        return found
 
 
 # ---- building the brief ---------------------------------------------------------------------

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import TurnPatch
 from ..verifier.spec import (
     Aggregate,
     AggregateSource,
@@ -22,6 +24,7 @@ from ..verifier.spec import (
 from .common import (
     FamilyDraft,
     FamilyParams,
+    Reading,
     TaskFamily,
     fill_template,
     input_artifacts,
@@ -35,6 +38,7 @@ from .common import (
     requirement_added,
     requirement_turn,
     rubric,
+    tie_reading,
     user_state,
     verifier_output,
     when_exists,
@@ -54,6 +58,7 @@ WIND_FROM_TURN=__WIND_FROM_TURN__ python3 - <<'PY'
 import csv, json, os
 import random
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 import openpyxl
 
 turn = int(os.environ.get("COWORK_TURN", "0"))
@@ -141,7 +146,8 @@ class WeatherReport(TaskFamily):
                         index,
                         "Facilities also cares about wind. Add a max_wind column (the highest "
                         "daily wind speed of each month) to the Summary sheet, and a "
-                        "windiest_month key to summary.json.",
+                        "windiest_month key to summary.json: the month with the highest "
+                        "max_wind (the earliest such month if months tie).",
                         OUTPUTS,
                     )
                 )
@@ -166,10 +172,7 @@ class WeatherReport(TaskFamily):
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
         final = built.final_inputs()[DATA]
-        rows = parse_csv(final)
-        by_month: dict[str, list[dict[str, str]]] = defaultdict(list)
-        for row in rows:
-            by_month[row["date"][:7]].append(row)
+        by_month = _by_month(parse_csv(final))
         totals = {m: sum(float(r["precipitation"]) for r in rs) for m, rs in by_month.items()}
         wettest = max(sorted(totals), key=lambda m: totals[m])
         grand = round(sum(totals.values()), 2)
@@ -297,6 +300,36 @@ class WeatherReport(TaskFamily):
         return verifier_output(spec, {DATA: final})
 
 
+    def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+        by_month = _by_month(parse_csv(inputs[DATA]))
+        totals = {m: sum(float(r["precipitation"]) for r in rs) for m, rs in by_month.items()}
+        found = [tie_reading("wettest_month", "wettest_month", totals)]
+        if any(t.kind == "requirement_changed" for t in turns):
+            winds = {m: max(float(r["wind"]) for r in rs) for m, rs in by_month.items()}
+            found.append(tie_reading("windiest_month", "windiest_month", winds))
+        rainy = {m: sum(1 for r in rs if r["weather"] == "rain") for m, rs in by_month.items()}
+        wet = {m: sum(1 for r in rs if float(r["precipitation"]) > 0) for m, rs in by_month.items()}
+        found.append(  # a "rainy day" by its weather type, or by any precipitation
+            Reading(
+                component="monthly_rainy_days",
+                subject="rainy_days",
+                values={"weather is rain": rainy, "precipitation above 0": wet},
+                phrases={
+                    "weather is rain": r"weather is `?rain",
+                    "precipitation above 0": r"precipitation (above|over|greater than) 0",
+                },
+            )
+        )
+        return found
+
+
+def _by_month(rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+    by_month: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        by_month[row["date"][:7]].append(row)
+    return by_month
+
+
 def _original(rows: list[dict[str, str]], wanted: set[str]) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for row in rows:
@@ -328,8 +361,9 @@ Please create:
    precipitation), `avg_temp_max` (mean daily maximum temperature, 2 decimals) and
    `rainy_days` (number of days whose weather is `rain`). Finish with a row whose `month` is
    `TOTAL` and whose `total_precip_mm` is the precipitation over the whole period.
-2. `summary.json` with `wettest_month` (the `YYYY-MM` month with the most precipitation) and
-   `total_precip_mm` (the same total as the TOTAL row).
+2. `summary.json` with `wettest_month` (the `YYYY-MM` month with the most precipitation,
+   the earliest such month if months tie) and `total_precip_mm` (the same total as the
+   TOTAL row).
 
 Please don't modify `{DATA}`.
 """

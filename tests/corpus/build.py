@@ -246,6 +246,15 @@ def labels_of_another_task(p: RawPackage) -> RawPackage:
     return edit_toml(p, change)
 
 
+def tie_left_open(p: RawPackage) -> RawPackage:
+    """The wind turn without its tie rule, on data where two months tie (issue 14)."""
+    patch = json.loads(p.files[".patch/turn-01/patch.json"])
+    assert patch["kind"] == "requirement_changed" and "windiest_month" in patch["message"]
+    patch["message"] = patch["message"].replace(" (the earliest such month if months tie)", "")
+    p.files[".patch/turn-01/patch.json"] = json.dumps(patch).encode()
+    return p
+
+
 # ---- plain Harbor tasks (no Cowork extensions) -------------------------------------------
 HELLO_TOML = """\
 schema_version = "1.4"
@@ -405,6 +414,12 @@ CASES: list[Case] = [
     ),
     Case("untouched-passes", defective(untouched_passes), C.ACCEPTS_UNTOUCHED, "verifier"),
     Case("labels-of-another-task", defective(labels_of_another_task), C.LABELS_MISMATCH, "builder"),
+    Case(  # seed 0, two turns: January and February 2015 tie at the highest wind, 6.6
+        "tie-left-open",
+        lambda: tie_left_open(raw(good_package(turns=2, seed=0))),
+        C.ANSWER_AMBIGUOUS,
+        "builder",
+    ),
     Case(
         "harbor-forgeable-reward",
         lambda: harbor_forgeable(plain_harbor_task()),
