@@ -27,9 +27,8 @@ from ..package.package import (
     EnvironmentPackage,
 )
 from ..verifier.spec import Component
+from .ambiguity import answers_determined
 from .defects import Defect, DefectCode
-from .ambiguity import answers_determined
-from .ambiguity import answers_determined
 from .labels import labels_match_task
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
