@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import PurePosixPath
 
 from ..trajectory import Trajectory
 
@@ -68,8 +67,9 @@ def claimed_deliverables(trajectory: Trajectory, parse_message: bool) -> list[st
 
 
 def _parts(path: str) -> tuple[str, ...]:
+    # str.split, not PurePosixPath: this runs for every claim of every trajectory.
     clean = path.strip().strip("`\"'").rstrip(".,;:!?)")
-    return tuple(p for p in PurePosixPath(clean).parts if p not in ("/", "."))
+    return tuple(p for p in clean.split("/") if p not in ("", "."))
 
 
 def matching_paths(claim: str, workspace: Iterable[str]) -> list[str]:
