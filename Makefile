@@ -75,3 +75,4 @@ corpus: install ## Write the detector corpus (good + labelled defective packages
 bench: install ## Run the benchmark scripts (print figures, not pass/fail)
 	$(PY) benchmarks/detector_overhead.py
 	$(PY) benchmarks/synth_throughput.py
+	$(PY) benchmarks/filter_throughput.py
