@@ -297,7 +297,7 @@ def filter_command(
             on_drop=None if log is None else _drop_logger(log),
             workers=workers,
         )
-    except (TrajectoryReadError, FileNotFoundError) as exc:
+    except (TrajectoryReadError, OSError) as exc:
         console.print(f"[red]cannot read trajectories:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     finally:
@@ -346,15 +346,15 @@ def export_command(
 ) -> None:
     """Export trajectories to Harbor's ATIF or a Hugging Face dataset (parquet)."""
     from .rollout.export import ExportError, write_atif, write_hf_dataset
-    from .rollout.reading import TrajectoryReadError, iter_trajectories
+    from .rollout.reading import TrajectoryReadError, input_files, iter_trajectories
 
-    trajectories = iter_trajectories(inputs)
     try:
+        trajectories = iter_trajectories(input_files(inputs, out_path))
         if export_format is ExportFormat.atif:
             count, written = write_atif(trajectories, out_path), out_path
         else:
             written, count = write_hf_dataset(trajectories, out_path)
-    except (TrajectoryReadError, FileNotFoundError) as exc:
+    except (TrajectoryReadError, OSError) as exc:
         console.print(f"[red]cannot read trajectories:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     except ExportError as exc:

@@ -52,6 +52,16 @@ def trajectory_files(inputs: Iterable[Path]) -> list[Path]:
     return files
 
 
+def input_files(inputs: Iterable[Path], out: Path) -> list[Path]:
+    """``trajectory_files``, listed before ``out`` is written, refusing an ``out`` that is
+    one of them (it would be read while written, or a previous run's output read again)."""
+    files = trajectory_files(inputs)
+    target = out.resolve()
+    if any(f.resolve() == target for f in files):
+        raise FileExistsError(f"{out}: the output is one of the inputs; write it elsewhere")
+    return files
+
+
 def parse_record(line: str, where: str) -> Trajectory:
     """One trajectory from one JSONL line. The fast path validates the JSON text directly
     (pydantic-core, no intermediate dicts); only a failing line is parsed again to say why."""

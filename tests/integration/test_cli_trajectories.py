@@ -127,6 +127,17 @@ def test_export_atif_and_hf_and_load_them_back(rollouts: Path, tmp_path: Path) -
     assert all(any(row["trainable"]) for row in loaded)
 
 
+def test_an_output_among_the_inputs_is_refused(rollouts: Path) -> None:
+    inside = rollouts / "batch-1" / "kept.jsonl"
+    inside.write_text("")  # left by an earlier run
+    code, output = run("filter", str(rollouts), "--out", str(inside))
+    assert code == 2
+    assert "the output is one of the inputs" in output
+    code, output = run("export", str(rollouts), "--format", "atif", "--out", str(inside))
+    assert code == 2
+    assert "the output is one of the inputs" in output
+
+
 def test_export_of_nothing_is_an_error(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

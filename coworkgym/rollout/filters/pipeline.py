@@ -22,7 +22,14 @@ from typing import Any
 from pydantic import Field
 from rich.table import Table
 
-from ..reading import Record, TrajectoryReadError, UnreadableKind, iter_lines, parse_record
+from ..reading import (
+    Record,
+    TrajectoryReadError,
+    UnreadableKind,
+    input_files,
+    iter_lines,
+    parse_record,
+)
 from ..trajectory import Trajectory
 from .rules import Drop, Rule, build_rules
 from .settings import CamelModel, FilterSettings
@@ -236,9 +243,10 @@ def filter_files(
     writing stay here, so the output is the same for any number of workers."""
     started = time.perf_counter()
     pipeline = FilterPipeline(settings)
+    files = input_files(inputs, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle, contextlib.ExitStack() as stack:
-        chunks = _chunks(iter_lines(inputs))
+        chunks = _chunks(iter_lines(files))
         if workers > 1:
             # spawn, not fork: the parent may hold threads (rich, datasets) that fork would copy
             context = multiprocessing.get_context("spawn")
