@@ -20,6 +20,7 @@ from .detector import DetectorReport, IssueDetector
 from .logs import configure_logging
 from .package.errors import PackageError
 from .package.package import EnvironmentPackage
+from .rollout.filters.settings import RULE_ORDER
 from .sandbox import SandboxUnavailable
 
 if TYPE_CHECKING:
@@ -259,7 +260,10 @@ def filter_command(
             help="read claimed files from the final agent message when none are recorded",
         ),
     ] = None,
-    skip: Annotated[list[str] | None, typer.Option(help="a rule not to apply")] = None,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option(help=f"a rule not to apply (repeatable): {', '.join(RULE_ORDER)}"),
+    ] = None,
     skip_unreadable: Annotated[
         bool, typer.Option(help="count unreadable lines in the funnel instead of failing")
     ] = False,
