@@ -44,9 +44,9 @@ IN_FLIGHT_CHUNKS = 8  # tasks queued ahead of the writer
 class FunnelStage(CamelModel):
     rule: str = Field(description="the rule's name (or 'readable' for parsing)")
     concern: str = Field("", description="what the rule checks")
-    entered: int = Field(0, ge=0)
-    dropped: int = Field(0, ge=0)
-    kept: int = Field(0, ge=0)
+    entered: int = Field(0, ge=0, description="trajectories the rule saw")
+    dropped: int = Field(0, ge=0, description="trajectories the rule dropped")
+    kept: int = Field(0, ge=0, description="trajectories passed on to the next rule")
     reasons: dict[str, int] = Field(default_factory=dict, description="drop reason → count")
     examples: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -55,13 +55,17 @@ class FunnelStage(CamelModel):
 
 
 class FunnelReport(CamelModel):
-    schema_: str = Field(FUNNEL_SCHEMA, alias="schema")
+    schema_: str = Field(FUNNEL_SCHEMA, alias="schema", description="this report's layout")
     raw: int = Field(0, ge=0, description="records read (unreadable lines included)")
-    kept: int = Field(0, ge=0)
-    stages: list[FunnelStage] = Field(default_factory=list)
-    settings: FilterSettings = Field(default_factory=FilterSettings)
-    inputs: list[str] = Field(default_factory=list)
-    elapsed_s: float = Field(0.0, ge=0)
+    kept: int = Field(0, ge=0, description="trajectories every rule kept")
+    stages: list[FunnelStage] = Field(
+        default_factory=list, description="one per rule, in the order they apply"
+    )
+    settings: FilterSettings = Field(
+        default_factory=FilterSettings, description="the settings the rules ran with"
+    )
+    inputs: list[str] = Field(default_factory=list, description="the files or folders read")
+    elapsed_s: float = Field(0.0, ge=0, description="wall-clock seconds the run took")
 
     def reason_counts(self) -> dict[str, int]:
         total: Counter[str] = Counter()
