@@ -12,7 +12,7 @@ help: ## Show this help
 .venv/.installed: pyproject.toml
 	test -x $(PY) || python3.12 -m venv .venv || $$HOME/.pyenv/versions/3.12.1/bin/python -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,operator,llm,harbor,export]'
+	$(PY) -m pip install -q -e '.[dev,operator,llm,harbor,export,report]'
 	touch $@
 
 .PHONY: system-deps
@@ -76,3 +76,4 @@ bench: install ## Run the benchmark scripts (print figures, not pass/fail)
 	$(PY) benchmarks/detector_overhead.py
 	$(PY) benchmarks/synth_throughput.py
 	$(PY) benchmarks/filter_throughput.py
+	$(PY) benchmarks/rollout_cost.py
