@@ -12,7 +12,9 @@ with one event, and once the pod has not started ``stage_start_grace_seconds`` a
 Job was created, the attempt ends (the Job is deleted) and the loop's retry policy
 decides, like for a crashed stage. The next attempt's Job is built from the spec as it is
 then, so a corrected ``spec.sandbox`` applies to it; a spec changed while the pod cannot
-start ends the attempt without waiting for the grace.
+start ends the attempt without waiting for the grace. (Should the operator stop between
+deleting a stuck Job and writing the status, the next reconcile finds that Job missing and
+creates it again under its own name: the same attempt, started afresh, never two.)
 """
 
 from __future__ import annotations
