@@ -477,6 +477,74 @@ def rollout(
     raise typer.Exit(0 if valid or not result.batch else 1)
 
 
+@app.command("coverage")
+def coverage_command(
+    manifest: Annotated[
+        Path | None,
+        typer.Argument(help="manifest.jsonl of released environments (synth --out)", exists=True),
+    ] = None,
+    families: Annotated[
+        bool,
+        typer.Option("--families", help="the families: what they serve and would produce"),
+    ] = False,
+    count: Annotated[int, typer.Option(help="--families: specs a campaign would sample")] = 60,
+    seed: Annotated[int, typer.Option(help="--families: seed of the taxonomy sampler")] = 0,
+    max_turns: Annotated[int, typer.Option(help="user turns a campaign allows (1..N)")] = 3,
+    png: Annotated[Path, typer.Option(help="where to write the heatmap")] = Path("coverage.png"),
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Served and produced counts per (scenario domain × capability) cell, a heatmap PNG, and
+    per family and difficulty: turns, inputs, deliverables, verifier components, solve.sh."""
+    from .coverage import family_report, heatmap, manifest_report, shape_columns
+
+    if (manifest is None) == (not families):
+        raise typer.BadParameter("give a manifest.jsonl or --families (one of them)")
+    try:
+        report = (
+            manifest_report(manifest, max_turns)
+            if manifest is not None
+            else family_report(count, seed, max_turns)
+        )
+    except ValueError as exc:
+        console.print(f"[red]cannot read the manifest:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    written = heatmap(report, png)
+    if as_json:
+        out.print_json(json.dumps(report.to_json() | {"heatmap": str(written)}))
+        return
+    cells = Table(title=f"Cells (scenario domain × primary capability): {report.source}")
+    for column in ("domain", "capability", "served by", "produced"):
+        cells.add_column(column, justify="right" if column == "produced" else "left")
+    for domain, capability in sorted(set(report.served) | set(report.produced)):
+        served = report.served.get((domain, capability), [])
+        cells.add_row(
+            domain,
+            capability,
+            ", ".join(served) or "[dim]—[/]",
+            str(report.produced.get((domain, capability), 0)),
+        )
+    out.print(cells)
+    shapes = Table(title="Per family and difficulty (ranges over the tasks)")
+    shapes.add_column("family")
+    shapes.add_column("difficulty")
+    shapes.add_column("tasks", justify="right")
+    for _, title in shape_columns():
+        shapes.add_column(title, justify="right")
+    for (family, difficulty), shape in sorted(report.shapes.items()):
+        spans = [shape.span(name) for name, _ in shape_columns()]
+        shapes.add_row(family, difficulty, str(shape.tasks), *spans)
+    out.print(shapes)
+    produced = sum(report.produced.values())
+    out.print(
+        f"{len(report.served)} cells served, {len(report.produced)} produced "
+        f"({produced} environments, {report.outside_served} outside served cells); "
+        f"heatmap: {written}"
+    )
+    if report.unread:
+        out.print(f"[yellow]{len(report.unread)} packages could not be read:[/] "
+                  + ", ".join(report.unread[:5]))
+
+
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     configure_logging()
