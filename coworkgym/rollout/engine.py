@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,9 @@ UNVERIFIABLE: frozenset[TerminationReason] = frozenset(
 POLICY_LIMITS: frozenset[TerminationReason] = frozenset(
     {"max_steps", "timeout", "budget_exhausted", "model_error", "harness_crash"}
 )
+
+
+DeferredVerifier = Callable[[EnvironmentPackage, Path, str, dict[str, Any]], VerificationRecord]
 
 
 @dataclass(frozen=True)
@@ -438,7 +442,16 @@ class RolloutEngine:
     simulator: type[UserSimulator] = UserSimulator  # the user's policy (a subclass may differ)
     request_timeout_s: float = 180.0
     max_retries: int = 3
+    # The rollout's workspace folder (empty), instead of one in a temporary folder: for a
+    # pod whose agent container mounts that same volume at the workdir. One rollout at a
+    # time then.
+    workspace_dir: Path | None = None
+    # Verification elsewhere: called instead of verifying here, with (package, workspace,
+    # workdir, claims), before the workspace is removed (a cluster copies it out for a
+    # separate verify pod and records the verdict later).
+    verifier: DeferredVerifier | None = None
     _gateway: Gateway | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.sandbox = self.sandbox or default_sandbox()
@@ -446,9 +459,11 @@ class RolloutEngine:
 
     # ---- the gateway ---------------------------------------------------------------
     def gateway(self) -> Gateway:
-        if self._gateway is None:
-            self._gateway = Gateway(token_budget=self.limits.token_budget).start()
-        return self._gateway
+        """One gateway for every rollout of this engine, started on first need."""
+        with self._lock:  # parallel workers may all need it first at once
+            if self._gateway is None:
+                self._gateway = Gateway(token_budget=self.limits.token_budget).start()
+            return self._gateway
 
     def close(self) -> None:
         if self._gateway is not None:
@@ -525,7 +540,7 @@ class RolloutEngine:
         tmp: Path,
         api_key: str,
     ) -> Trajectory:
-        workspace = tmp / "workspace"
+        workspace = self.workspace_dir or tmp / "workspace"
         scopes = [key.id]
         clients: list[openai.OpenAI] = []
         try:
@@ -631,7 +646,10 @@ class RolloutEngine:
                 scopes.append(f"{key.id}/judge")
                 clients.append(self._client(scopes[-1], "judge", self.judge_endpoint))
                 judge = RubricJudge(clients[-1], self.judge_endpoint.model)
-            verification = verify_rollout(self.runtime, pkg, workspace, workdir, claims, judge)
+            if self.verifier is not None:
+                verification = self.verifier(pkg, workspace, workdir, claims)
+            else:
+                verification = verify_rollout(self.runtime, pkg, workspace, workdir, claims, judge)
         verify_s = time.perf_counter() - clock
         return Trajectory(
             key=key,

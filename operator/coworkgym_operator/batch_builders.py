@@ -35,7 +35,8 @@ LABEL_ROLLOUT = "coworkgym.dev/rollout"
 LABEL_STEP = "coworkgym.dev/step"  # fetch, rollout, verify, collect
 AGENT_PORT = 7300  # the agent container's tool server, on the pod's loopback
 TOKEN_BUDGET_ENV = "COWORKGYM_ROLLOUT_TOKEN_BUDGET"
-SHARED = "/shared"  # the live workspace, the only thing both rollout containers mount
+SHARED = "/shared"  # the live workspace, as the user container mounts it
+DEFAULT_WORKDIR = "/app"  # a package's workdir when the fetch pod reported none
 
 
 def rollout_id(env_index: int, policy_index: int, sample: int) -> str:
@@ -378,7 +379,7 @@ def rollout_job(
         "agentUrl": f"http://127.0.0.1:{AGENT_PORT}",
         "gatewayUrl": settings.gateway_url if policy.base_url else None,
     }
-    user_env = [_input(episode_input), {"name": "TMPDIR", "value": SHARED}]
+    user_env = [_input(episode_input), {"name": "COWORKGYM_SHARED_DIR", "value": SHARED}]
     if policy.base_url:
         user_env.append(
             {
@@ -403,15 +404,18 @@ def rollout_job(
         user_env,
         share=0.5,
     )
+    # the workspace volume at the package's workdir, so the agent's commands see their
+    # files where the instruction says they are (absolute paths included)
+    workdir = environment.workdir or DEFAULT_WORKDIR
     agent = _container(
         "agent",
         "agent",
         sandbox,
         settings,
-        [("shared", SHARED, True), ("tmp", "/tmp", True)],
+        [("shared", workdir, True), ("tmp", "/tmp", True)],
         [
             {"name": "COWORKGYM_AGENT_PORT", "value": str(AGENT_PORT)},
-            {"name": "COWORKGYM_SHARED_DIR", "value": SHARED},
+            {"name": "COWORKGYM_AGENT_WORKSPACE", "value": workdir},
         ],
         share=0.5,
     )

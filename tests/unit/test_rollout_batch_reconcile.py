@@ -289,7 +289,7 @@ def rollout_pod() -> Manifest:
 def test_the_agent_container_mounts_the_live_workspace_only(rollout_pod: Manifest) -> None:
     spec = rollout_pod["spec"]
     agent = next(c for c in spec["containers"] if c["name"] == "agent")
-    assert [m["mountPath"] for m in agent["volumeMounts"]] == ["/shared", "/tmp"]
+    assert [m["mountPath"] for m in agent["volumeMounts"]] == ["/app", "/tmp"]  # the workdir
     assert all(m["name"] != "data" for m in agent["volumeMounts"])
     assert "envFrom" not in agent and all("valueFrom" not in e for e in agent["env"])
     assert agent["securityContext"]["readOnlyRootFilesystem"] is True

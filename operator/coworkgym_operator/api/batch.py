@@ -247,6 +247,9 @@ class ResolvedEnvironment(_Status):
     name: str = Field(description="The CoworkEnvironment (or the manifest's package name).")
     uri: str = Field(description="Where its released package is (s3://).")
     digest: str | None = Field(None, description="The released package's digest.")
+    workdir: str | None = Field(
+        None, description="The package's working directory (where the agent sees its files)."
+    )
 
 
 class Counts(_Status):

@@ -277,8 +277,14 @@ def _fetch(
         why = result.get("error") or job.reason or "the fetch pod failed without a result"
         state.fail(R.FETCH_FAILED, f"fetching the packages failed: {why}")
         return
+    found = [ResolvedEnvironment.model_validate(e) for e in result.get("environments", [])]
+    known = state.status.environments
+    if known is not None and len(found) == len(known):  # digests and workdirs, now known
+        state.status.environments = [
+            k.model_copy(update={"digest": f.digest, "workdir": f.workdir})
+            for k, f in zip(known, found, strict=True)
+        ]
     if state.status.environments is None:  # a manifest: the fetch pod says what it held
-        found = [ResolvedEnvironment.model_validate(e) for e in result.get("environments", [])]
         if not found:
             state.fail(
                 R.NO_ENVIRONMENTS,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..api.batch import RolloutBatchStatus
@@ -106,7 +107,7 @@ def _is(conds: dict[str, Condition], kind: T, status: str, reason: R | None = No
     return c is not None and c.status == status and (reason is None or c.reason == reason)
 
 
-PHASE_CHAIN = [
+PHASE_CHAIN: list[tuple[P, Callable[[dict[str, Condition]], bool]]] = [
     (P.FAILED, lambda c: _is(c, T.FAILED, "True")),
     (P.SUCCEEDED, lambda c: _is(c, T.COMPLETE, "True", R.SUCCEEDED)),
     (P.COLLECTING, lambda c: _is(c, T.COLLECTED, "Unknown")),
