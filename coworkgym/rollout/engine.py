@@ -191,8 +191,10 @@ class RolloutEpisode:
         self._record("assistant", "agent", content or "", tool_calls=tool_calls, tokens=tokens)
 
     def execute(self, call: ToolCall) -> ToolOutput:
-        if self.done:
-            output = ToolOutput(f"error: the episode is over ({self.over_reason()})", True)
+        # the calls of the last permitted model call still run: max_steps stops the next one
+        blocked = self.over_reason()
+        if (blocked is not None and blocked != "max_steps") or self._tool_calls_spent():
+            output = ToolOutput(f"error: the episode is over ({blocked or 'max_steps'})", True)
             self._record_tool(call, output, source="tool")
             return output
         self.usage.tool_calls += 1
@@ -241,9 +243,12 @@ class RolloutEpisode:
             return "agent_done"
         if self.clock() > self.deadline:
             return "timeout"
-        if self.steps >= self.max_steps or self.usage.tool_calls >= self.limits.max_tool_calls:
+        if self.steps >= self.max_steps or self._tool_calls_spent():
             return "max_steps"
         return None
+
+    def _tool_calls_spent(self) -> bool:
+        return self.usage.tool_calls >= self.limits.max_tool_calls
 
     def termination(self, error: BaseException | None) -> Termination:
         if isinstance(error, HarnessError):

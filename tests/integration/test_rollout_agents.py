@@ -222,6 +222,8 @@ def test_max_steps_ends_a_rollout_that_never_finishes(
     trajectory, _ = roll(engine, package, [call("list_files", path=".")] * 5, max_steps=3)
     assert trajectory.termination.reason == "max_steps"
     assert len(trajectory.agent_messages()) == 3
+    results = [m for m in trajectory.messages if m.role == "tool"]
+    assert len(results) == 3 and not any(m.is_error for m in results)  # the last step ran
     assert trajectory.verification is not None and trajectory.verification.valid
 
 
