@@ -137,6 +137,21 @@ def digests(root: Path) -> dict[str, FileDigest]:
     return found
 
 
+def remove_special_files(root: Path) -> list[str]:
+    """Delete what is neither a regular file, a directory nor a symlink (FIFOs, sockets,
+    device nodes the agent made): opening a FIFO blocks, so copying the workspace for the
+    verifier or writing a user patch through one would hang this process."""
+    removed = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*filenames, *dirnames]:
+            path = Path(dirpath) / name
+            mode = path.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                path.unlink()
+                removed.append(path.relative_to(root).as_posix())
+    return sorted(removed)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as handle:
@@ -168,4 +183,5 @@ __all__ = [
     "digests",
     "episode_tool_specs",
     "interfaces_of",
+    "remove_special_files",
 ]

@@ -38,6 +38,7 @@ from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..runtime.workspace import materialize
 from ..sandbox import Sandbox, default_sandbox
+from . import adapters as _adapters  # noqa: F401 - registers mini-swe-agent, openai-agents
 from . import agent_tools
 from . import replay as _replay  # noqa: F401 - registers the oracle and nop harnesses
 from . import tool_calling as _tool_calling  # noqa: F401 - registers tool-calling
@@ -631,6 +632,9 @@ class RolloutEngine:
                     "completion_tokens": spent.completion_tokens,
                 }
             )
+        removed = agent_tools.remove_special_files(workspace)
+        if removed:
+            log.warning("removed special files the agent left", rollout=key.id, paths=removed)
         claims = {
             "tool_calls": [
                 {"name": c.name, "arguments": c.arguments}

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -463,12 +464,16 @@ def _clear_way(workspace: Path, rel: str) -> None:
     for index, part in enumerate(parts):
         current = current / part
         last = index == len(parts) - 1
-        if current.is_symlink():
+        try:
+            mode = current.lstat().st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
             current.unlink()
-        elif last and current.is_dir():
+        elif last and stat.S_ISDIR(mode):
             shutil.rmtree(current)
-        elif not last and current.exists() and not current.is_dir():
-            current.unlink()
+        elif not stat.S_ISDIR(mode) and not (last and stat.S_ISREG(mode)):
+            current.unlink()  # a file where a directory goes, or a FIFO/socket: never opened
 
 
 __all__ = [

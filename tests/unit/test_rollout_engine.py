@@ -284,3 +284,26 @@ def test_trajectories_round_trip_through_json(
     t = run(engine, single, "oracle")
     write_jsonl(tmp_path / "t.jsonl", [t])
     assert list(read_jsonl(tmp_path / "t.jsonl")) == [t]
+
+
+@harness("t-fifos")
+def _fifos(episode: Episode) -> None:
+    make = "rm -f data/weather.csv && mkfifo data/weather.csv report.xlsx && ls -l data"
+    outputs = act(episode, tool("shell", 0, command=make))
+    assert "prw" in outputs[0], outputs
+    while not episode.done:
+        act(episode, tool("finish", 1, summary="done"))
+        episode.pending_user_message()
+
+
+@pytest.mark.timeout(60)
+def test_fifos_the_agent_leaves_hang_neither_the_patch_nor_the_verifier(
+    engine: RolloutEngine,
+) -> None:
+    pkg = good_package("weather_report", turns=2, seed=7)  # turn 1 replaces data/weather.csv
+    assert pkg.patches[0].updates
+    t = run(engine, pkg, "t-fifos")
+    assert t.termination.reason == "agent_done"
+    assert t.verification is not None and t.verification.valid, t.verification
+    assert "data/weather.csv" in {d.path for d in t.final_workspace}  # the user's file again
+    assert "report.xlsx" not in {d.path for d in t.final_workspace}
