@@ -138,8 +138,15 @@ class Gateway:
         unix_socket: Path | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        resolve: Callable[[str], Grant | None] | None = None,
     ) -> None:
         self.token_budget = token_budget
+        # a deployed gateway (coworkgym.llm.serve) listens on the pod's address and
+        # resolves tokens it did not mint itself: signed ones (coworkgym.llm.signed_tokens)
+        self.host, self._port = host, port
+        self._resolve = resolve
         self.requests_per_minute = requests_per_minute
         self.burst = burst
         self.unix_socket = unix_socket
@@ -157,7 +164,7 @@ class Gateway:
 
     # ---- lifecycle ---------------------------------------------------------------------
     def start(self) -> Gateway:
-        tcp = _TcpServer(("127.0.0.1", 0), self)
+        tcp = _TcpServer((self.host, self._port), self)
         self.port = tcp.server_address[1]
         self._serve(tcp)
         if self.unix_socket is not None:
@@ -251,8 +258,15 @@ class Gateway:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer":
             return None
+        token = token.strip()
         with self._lock:
-            return self._grants.get(token.strip())
+            grant = self._grants.get(token)
+        if grant is None and self._resolve is not None and token:
+            grant = self._resolve(token)
+            if grant is not None:
+                with self._lock:
+                    self._ledgers.setdefault(grant.environment, _Ledger())
+        return grant
 
     def _admit(self, grant: Grant) -> Reply | None:
         role, model = grant.role, grant.route.model

@@ -2,4 +2,5 @@
 
 from __future__ import annotations
 
+from . import batch as batch
 from . import environment as environment

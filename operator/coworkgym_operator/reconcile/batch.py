@@ -245,7 +245,9 @@ def _ensure_children(
 ) -> None:
     wanted = [batch_volume(batch, settings), *network_policies(batch, settings)]
     environments = state.status.environments
-    if model_endpoints(spec) and environments is not None:
+    # the tokens before the first rollout pod; Secrets are not listed (the operator may
+    # not read them), so it is made while fetching and a second create is refused (409)
+    if model_endpoints(spec) and environments is not None and state.status.step == "fetch":
         wanted.append(gateway_tokens(batch, spec, len(environments), settings))
     for child in wanted:
         _create(state, observed, child)
@@ -501,13 +503,11 @@ def _finish(
     status.observed_generation = generation
     if state.failure is not None and not already:
         plan.events.append(("Warning", str(state.failure.reason), state.failure.message[:400]))
-    if status.step == "done":  # the trajectories are in the store: free the volume, revoke
-        for kind, child in (
-            ("PersistentVolumeClaim", volume_name(name)),
-            ("Secret", tokens_secret_name(name)),
-        ):
-            if f"{kind}/{child}" in observed.existing_children:
-                plan.delete.append((kind, child))
+    if status.step == "done":  # the trajectories are in the store: free the volume
+        if f"PersistentVolumeClaim/{volume_name(name)}" in observed.existing_children:
+            plan.delete.append(("PersistentVolumeClaim", volume_name(name)))
+    if (status.step == "done" or state.failure is not None) and not already:
+        plan.delete.append(("Secret", tokens_secret_name(name)))  # the tokens are void
     if status.phase != before:
         plan.transition = (before, status.phase)
         if status.phase in ("Succeeded", "Failed") and not already:

@@ -1,0 +1,146 @@
+"""The Kubernetes calls (and the endpoint probe) of the RolloutBatch controller: what it
+observes for the pure reconcile, and applying its plan. Synchronous, like kube.py (kopf
+runs sync handlers in its thread pool)."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .api.batch import ResolvedEnvironment, RolloutBatchSpec
+from .api.types import GROUP, PLURAL, VERSION
+from .batch_builders import LABEL_BATCH, Manifest
+from .kube import Kube
+
+RELEASED = "Released"
+
+
+class BatchKube:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.custom = client.CustomObjectsApi(kube.api)
+
+    # ---- environments ------------------------------------------------------------------
+    def _environments(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        listed: Any = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=selector or None
+        )
+        items: list[dict[str, Any]] = listed.get("items", [])
+        return sorted(items, key=lambda e: str(e["metadata"]["name"]))
+
+    def resolve(
+        self, namespace: str, spec: RolloutBatchSpec
+    ) -> tuple[list[ResolvedEnvironment] | None, dict[str, str]]:
+        """The Released environments the selection takes, and the named ones that are
+        missing or not Released (with their phase). A manifest: (None, {})."""
+        selection = spec.environments
+        if selection.manifest_uri is not None:
+            return None, {}
+        if selection.selector is not None:
+            found = self._environments(namespace, selection.selector.to_query())
+            return [_ref(e) for e in found if _released(e)], {}
+        by_name = {e["metadata"]["name"]: e for e in self._environments(namespace)}
+        released, missing = [], {}
+        for name in selection.names or []:
+            env = by_name.get(name)
+            if env is None:
+                missing[name] = "not found"
+            elif not _released(env):
+                missing[name] = str((env.get("status") or {}).get("phase") or "Pending")
+            else:
+                released.append(_ref(env))
+        return released, missing
+
+    # ---- children ----------------------------------------------------------------------
+    def existing_children(self, namespace: str, batch: str) -> frozenset[str]:
+        selector = f"{LABEL_BATCH}={batch}"
+        core, net, jobs = self.kube.core, self.kube.net, self.kube.batch
+        listed: list[tuple[str, Any]] = [
+            ("Job", jobs.list_namespaced_job(namespace, label_selector=selector)),
+            (
+                "PersistentVolumeClaim",
+                core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector),
+            ),
+            (
+                "NetworkPolicy",
+                net.list_namespaced_network_policy(namespace, label_selector=selector),
+            ),
+        ]
+        names = {f"{kind}/{item.metadata.name}" for kind, found in listed for item in found.items}
+        return frozenset(names)  # Secrets are not listed: the operator may not read them
+
+    def create(self, manifest: Manifest) -> bool:
+        if manifest["kind"] != "Secret":
+            return self.kube.create(manifest)
+        body: Any = manifest
+        try:
+            self.kube.core.create_namespaced_secret(manifest["metadata"]["namespace"], body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def delete(self, namespace: str, kind: str, name: str) -> bool:
+        if kind != "Secret":
+            return self.kube.delete(namespace, kind, name)
+        try:
+            self.kube.core.delete_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def delete_children(self, namespace: str, batch: str) -> None:
+        """Belt and braces next to owner references."""
+        selector = f"{LABEL_BATCH}={batch}"
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        k = self.kube
+        k.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
+        k.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+        k.core.delete_collection_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector
+        )
+        k.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+        k.core.delete_collection_namespaced_secret(namespace, label_selector=selector)
+
+
+def _released(env: dict[str, Any]) -> bool:
+    status = env.get("status") or {}
+    return status.get("phase") == RELEASED and bool(status.get("packageUri"))
+
+
+def _ref(env: dict[str, Any]) -> ResolvedEnvironment:
+    status = env.get("status") or {}
+    return ResolvedEnvironment(
+        name=env["metadata"]["name"],
+        uri=str(status["packageUri"]),
+        digest=status.get("packageDigest"),
+    )
+
+
+def probe(urls: Iterable[str], timeout_s: float) -> dict[str, str]:
+    """Endpoint → why it did not answer. Any HTTP answer counts as reachable (a 401 or
+    404 means a server is there); a refused connection, a DNS failure or a timeout not."""
+    down: dict[str, str] = {}
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    for url in urls:
+        request = urllib.request.Request(url.rstrip("/") + "/models", method="GET")
+        try:
+            with direct.open(request, timeout=timeout_s):
+                pass
+        except urllib.error.HTTPError:
+            continue
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            down[url] = f"{type(reason).__name__}: {reason}"[:300]
+    return down
+
+
+__all__ = ["BatchKube", "probe"]
