@@ -414,7 +414,14 @@ def rollout(
     """Roll policies out in released environments, with the stateful user, in local
     sandboxes; verify each trajectory and store it (resumable)."""
     from .llm.settings import LLMSettings, take_api_key
-    from .rollout.batch import RolloutBatch, find_packages, store_for, summary_rows, summary_table
+    from .rollout.batch import (
+        RolloutBatch,
+        find_packages,
+        store_for,
+        summary_rows,
+        summary_table,
+        unreachable,
+    )
     from .rollout.engine import Endpoint, RolloutEngine, RolloutLimits
     from .rollout.harness import PolicyConfig, harness_names
 
@@ -437,6 +444,12 @@ def rollout(
         key = take_api_key(LLMSettings(model=name, base_url=url, api_key_env=api_key_env))
         return Endpoint(url, name, key)
 
+    urls = {"--base-url": base_url, "--user-base-url": user_base_url}
+    urls["--judge-base-url"] = judge_base_url
+    for option, url in urls.items():
+        why = unreachable(url) if url else None
+        if url and why:
+            raise typer.BadParameter(f"cannot reach {url}: {why}", param_hint=option)
     try:
         sources = find_packages(packages)
     except ValueError as exc:

@@ -27,6 +27,7 @@ from statistics import mean
 from typing import Any, Protocol, TextIO
 from urllib.parse import urlparse
 
+import httpx
 import structlog
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -105,6 +106,17 @@ def load_package(uri: str) -> EnvironmentPackage:
         return EnvironmentPackage.load(Path(uri))
     with tempfile.TemporaryDirectory(prefix="cwg-package-") as tmp:
         return EnvironmentPackage.load(fetch_package(uri, Path(tmp) / "package"))
+
+
+def unreachable(base_url: str, timeout_s: float = 10.0) -> str | None:
+    """Why an endpoint cannot be reached at all (None when it answers anything: a server
+    without ``/models`` or one that wants a key still exists). Checked before a batch so
+    a typo in the URL does not become N invalid trajectories."""
+    try:
+        httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s, trust_env=False)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 # ---- where trajectories go ------------------------------------------------------------
@@ -355,4 +367,5 @@ __all__ = [
     "store_for",
     "summary_rows",
     "summary_table",
+    "unreachable",
 ]

@@ -114,6 +114,10 @@ def test_bad_input_is_refused_with_the_reason(tmp_path: Path) -> None:
     assert empty.exit_code == 2 and "not a package folder" in flat(empty.output)
     unknown = runner.invoke(app, ["rollout", str(tmp_path), "--harness", "nonesuch"])
     assert unknown.exit_code == 2 and "unknown ['nonesuch']" in flat(unknown.output)
+    dead = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+    call = ["rollout", str(tmp_path), "--harness", "tool-calling", "--model", "m"]
+    nowhere = runner.invoke(app, [*call, "--base-url", dead])
+    assert nowhere.exit_code == 2 and f"cannot reach {dead}" in flat(nowhere.output)
     with pytest.raises(ValueError, match="needs 'location'"):
         (tmp_path / "m.jsonl").write_text('{"name": "x"}\n')
         find_packages([str(tmp_path / "m.jsonl")])
