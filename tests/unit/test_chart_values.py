@@ -199,6 +199,7 @@ def test_every_values_key_is_in_the_schema(schema: Schema, values: dict[str, Any
     free_form = {
         "global",
         "operator.resources",
+        "gateway.resources",
         "operator.podAnnotations",
         "operator.podLabels",
         "operator.nodeSelector",
@@ -259,9 +260,13 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
         "CoworkGymSandboxJobsFailing",
         "CoworkGymReconcileErrors",
         "CoworkGymOperatorDown",
+        "CoworkGymRolloutInvalidRateHigh",
+        "CoworkGymUserSimulatorFaultsHigh",
     }
     assert {r["record"] for r in rules if "record" in r} == {
-        "coworkgym:synthesis_failure_ratio:rate30m"
+        "coworkgym:synthesis_failure_ratio:rate30m",
+        "coworkgym:rollout_invalid_ratio:rate30m",
+        "coworkgym:rollout_simulator_fault_ratio:rate30m",
     }
     for rule in rules:
         if "alert" in rule:
@@ -270,6 +275,7 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 
 
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
+    from coworkgym_operator import batch_metrics as _rollouts  # noqa: F401 - registers them
     from coworkgym_operator import metrics
 
     exported = set()

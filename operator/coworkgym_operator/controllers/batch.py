@@ -8,7 +8,11 @@ CoworkEnvironment controller configures at start-up."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import socket
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
 from pydantic import ValidationError
@@ -70,12 +74,35 @@ def observe(batch: dict[str, Any]) -> BatchObserved:
     )
 
 
+_resolved: dict[str, str] = {}
+
+
+def settings_now() -> BatchSettings:
+    """The settings with the gateway's host name resolved to an address: rollout pods get
+    no DNS (queries are a way out), so they are handed the Service's IP."""
+    url = SETTINGS.gateway_url
+    host = urlsplit(url).hostname or ""
+    if not host or _is_address(host):
+        return SETTINGS
+    if host not in _resolved:
+        _resolved[host] = socket.gethostbyname(host)  # raises: kopf retries the reconcile
+    return replace(SETTINGS, gateway_url=url.replace(host, _resolved[host], 1))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     batch = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
     batch["metadata"]["namespace"] = namespace = str(body.metadata.namespace)
     metrics.RECONCILES.labels(namespace, KIND).inc()
     try:
-        plan = reconcile_batch(batch, observe(batch), SETTINGS)
+        plan = reconcile_batch(batch, observe(batch), settings_now())
         bk = batch_kube()
         for kind, child in plan.delete:
             if bk.delete(namespace, kind, child):
