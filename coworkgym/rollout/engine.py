@@ -516,7 +516,7 @@ class RolloutEngine:
             harness=harness,
             model=policy.model,
             base_url=policy.base_url,
-            sampling=policy.sampling(),
+            sampling=policy.sampling() if policy.base_url else {},  # a replay samples nothing
         )
         try:
             with tempfile.TemporaryDirectory(prefix="cwg-rollout-") as tmp:
