@@ -12,6 +12,8 @@ from tests.support.kube import Cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CRD = Path(__file__).resolve().parents[2] / "crds" / "coworkenvironments.yaml"
+# the operator watches both kinds: without this CRD its RolloutBatch watch would fail
+BATCH_CRD = CRD.with_name("rolloutbatches.yaml")
 
 
 @pytest.fixture(scope="session")
@@ -26,12 +28,13 @@ def widgets_crd(testbed: Testbed) -> str:
 
 @pytest.fixture(scope="session")
 def crd(testbed: Testbed) -> None:
-    testbed.kubectl("apply", "-f", str(CRD))
+    testbed.kubectl("apply", "-f", str(CRD), "-f", str(BATCH_CRD))
     testbed.kubectl(
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/coworkenvironments.coworkgym.dev",
+        "crd/rolloutbatches.coworkgym.dev",
     )
 
 

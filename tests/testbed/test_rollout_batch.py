@@ -127,7 +127,7 @@ def test_kubectl_get_shows_progress_columns(
 # ---- bad input: a condition with the reason and no pod ---------------------------------
 @pytest.fixture
 def operator(
-    ns: str, batch_crd: None, monkeypatch: pytest.MonkeyPatch
+    ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[], AbstractContextManager[KopfRunner]]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
     from coworkgym_operator.controllers import batch as controller
