@@ -80,10 +80,6 @@ AGENT_LANE_MARKER = "You are an AI coworker"  # the agent system prompt's first 
 UNVERIFIABLE: frozenset[TerminationReason] = frozenset(
     {"model_error", "harness_crash", "infrastructure_error", "simulator_fault"}
 )
-# Ends where the policy itself ran out: planned turns left unsaid are not the user's fault.
-POLICY_LIMITS: frozenset[TerminationReason] = frozenset(
-    {"max_steps", "timeout", "budget_exhausted", "model_error", "harness_crash"}
-)
 
 
 DeferredVerifier = Callable[[EnvironmentPackage, Path, str, dict[str, Any]], VerificationRecord]
@@ -155,6 +151,7 @@ class RolloutEpisode:
         self.steps = 0
         self.finished = False  # the agent ended its turn after the user's last one
         self.infrastructure: str | None = None
+        self.simulator_failure: str | None = None
         self._due: Due | None = None
         self._turn_digests = agent_tools.digests(workspace)
         self.initial = list(self._turn_digests.values())
@@ -213,16 +210,24 @@ class RolloutEpisode:
         return output
 
     def end_turn(self, content: str = "") -> None:
-        if self._due is None and not self.done:
+        # like finish, a reply in the last permitted model call still ends the turn
+        if self._due is None and self.over_reason() in (None, "max_steps"):
             self._end_turn(claimed_done=False)
 
     def pending_user_message(self) -> str | None:
-        if self._due is None:
+        if self._due is None or self.simulator_failure is not None:
             return None
         due, self._due = self._due, None
         # what the agent changed in the turn that ends here, before the user's patch lands
         self._files_changed(agent_tools.digests(self.workspace))
-        return self._deliver(self.user.fire(due)).message
+        try:
+            fired = self.user.fire(due)
+        except Exception as exc:  # the simulator's own failure: the episode cannot go on
+            self.simulator_failure = f"turn {due.patch.turn}: {type(exc).__name__}: {exc}"
+            self.user.fault("simulator_error", self.simulator_failure, turn=due.patch.turn)
+            log.error("user simulator failed", error=self.simulator_failure)
+            return None
+        return self._deliver(fired).message
 
     @property
     def done(self) -> bool:
@@ -240,6 +245,8 @@ class RolloutEpisode:
     def over_reason(self) -> TerminationReason | None:
         if self.infrastructure is not None:
             return "infrastructure_error"
+        if self.simulator_failure is not None:
+            return "simulator_fault"
         if self.finished:
             return "agent_done"
         if self.clock() > self.deadline:
@@ -259,6 +266,8 @@ class RolloutEpisode:
         reason = self.over_reason()
         if reason == "infrastructure_error":
             return Termination(reason=reason, detail=self.infrastructure or "")
+        if reason == "simulator_fault":
+            return Termination(reason=reason, detail=self.simulator_failure or "")
         if reason == "timeout":
             return Termination(reason=reason, detail=f"{self.limits.timeout_for(self.pkg):g}s")
         if reason == "max_steps":
@@ -331,7 +340,12 @@ class RolloutEpisode:
         except ValueError:
             self.usage.malformed_tool_calls += 1
             return ToolOutput('error: ask_user needs {"question": "<your question>"}', True)
-        answer = self.user.answer(question)
+        try:
+            answer = self.user.answer(question)
+        except Exception as exc:  # the simulator's own failure, not the policy's
+            self.simulator_failure = f"answering: {type(exc).__name__}: {exc}"
+            self.user.fault("simulator_error", self.simulator_failure)
+            return ToolOutput("error: the user could not answer", True)
         self.interventions.append(
             UserIntervention(
                 kind="answer",
@@ -612,9 +626,9 @@ class RolloutEngine:
         termination = episode.termination(error)
         final = episode.close_record()
         faults = list(user.faults)
-        if user.remaining > 0 and termination.reason not in POLICY_LIMITS | {
-            "infrastructure_error"
-        }:
+        # Planned turns unsaid although the agent finished within its budget: the user's
+        # fault. (Any other end has its own cause on record: a limit, a crash.)
+        if user.remaining > 0 and termination.reason == "agent_done":
             faults.append(
                 SimulatorFault(
                     kind="stopped_early",

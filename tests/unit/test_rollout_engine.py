@@ -19,7 +19,7 @@ from coworkgym.rollout.engine import RolloutEngine, RolloutLimits
 from coworkgym.rollout.harness import Episode, PolicyConfig, register
 from coworkgym.rollout.replay import oracle_command
 from coworkgym.rollout.trajectory import ToolCall, Trajectory
-from coworkgym.rollout.user import Due, UserSimulator
+from coworkgym.rollout.user import Due, Fired, UserSimulator
 from tests.corpus.build import plain_harbor_task
 from tests.support.builders import good_package
 
@@ -307,3 +307,33 @@ def test_fifos_the_agent_leaves_hang_neither_the_patch_nor_the_verifier(
     assert t.verification is not None and t.verification.valid, t.verification
     assert "data/weather.csv" in {d.path for d in t.final_workspace}  # the user's file again
     assert "report.xlsx" not in {d.path for d in t.final_workspace}
+
+
+class BreaksOnTurn(UserSimulator):
+    """A user simulator that fails when it should speak its next turn."""
+
+    def fire(self, due: Due) -> Fired:
+        raise OSError("disk full")
+
+
+def test_a_failing_simulator_ends_the_rollout_as_its_fault(engine: RolloutEngine) -> None:
+    pkg = good_package("weather_report", turns=2, seed=7)
+    with RolloutEngine(simulator=BreaksOnTurn) as engine:
+        t = run(engine, pkg, "nop")
+    assert t.termination.reason == "simulator_fault" and "disk full" in t.termination.detail
+    assert [f.kind for f in t.simulator_faults] == ["simulator_error"]
+    assert t.verification is not None and not t.verification.valid and t.reward is None
+
+
+@harness("t-last-word")
+def _last_word(episode: Episode) -> None:
+    act(episode, tool("list_files", 0))
+    episode.record_agent("All done.", [])  # the last permitted model call, text only
+    episode.end_turn("All done.")
+
+
+def test_a_reply_in_the_last_permitted_step_still_ends_the_turn(
+    engine: RolloutEngine, single: EnvironmentPackage
+) -> None:
+    t = run(engine, single, "t-last-word", max_steps=2)
+    assert t.termination.reason == "agent_done"
