@@ -131,8 +131,8 @@ def probe(urls: Iterable[str], timeout_s: float) -> dict[str, str]:
     down: dict[str, str] = {}
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     for url in urls:
-        request = urllib.request.Request(url.rstrip("/") + "/models", method="GET")
         try:
+            request = urllib.request.Request(url.rstrip("/") + "/models", method="GET")
             with direct.open(request, timeout=timeout_s):
                 pass
         except urllib.error.HTTPError:
