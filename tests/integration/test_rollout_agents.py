@@ -249,3 +249,18 @@ def test_a_multi_turn_agent_sees_the_patch_and_the_record_says_so(engine: Rollou
         assert event.invalidates
     record = json.loads(trajectory.model_dump_json())
     assert Trajectory.model_validate(record) == trajectory
+
+
+def test_the_upstream_key_reaches_the_upstream_only(
+    engine: RolloutEngine, package: EnvironmentPackage
+) -> None:
+    secret = "sk-upstream-" + "7f3a9c"
+    probe = "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; echo probed"
+    steps = [call("shell", command=probe), finish()]
+    with ScriptedServer.from_lanes({"agent": steps}, expected_key=secret) as server:
+        config = PolicyConfig(model=MODEL, base_url=server.url)
+        trajectory = engine.run(package, "tool-calling", config, api_key=secret)
+    assert trajectory.termination.reason == "agent_done"  # the upstream accepted the key
+    assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {secret}"}
+    assert "probed" in tool_outputs(trajectory)
+    assert secret not in trajectory.model_dump_json()  # not in the sandbox, not in the record
