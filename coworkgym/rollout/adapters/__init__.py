@@ -1,4 +1,5 @@
-"""Third-party agent harnesses from PyPI, wrapped as adapters: ``mini-swe-agent``.
+"""Third-party agent harnesses from PyPI, wrapped as adapters: ``mini-swe-agent`` and
+``openai-agents``.
 
 Each adapter lets the library's own agent loop drive the model and replaces the library's
 environment/tool layer with the ``Episode``: every tool call the library dispatches becomes
@@ -17,8 +18,9 @@ import importlib.util
 from ..harness import Harness, HarnessError, register
 
 EXTRA = "pip install 'cowork-gym[harnesses]'"
+BUDGET_CODES = ("budget_exhausted", "insufficient_quota")
 # harness name → the module it needs (what ``missing_library`` checks before importing)
-LIBRARIES = {"mini-swe-agent": "minisweagent"}
+LIBRARIES = {"mini-swe-agent": "minisweagent", "openai-agents": "agents"}
 
 
 def missing_library(harness: str) -> str | None:
@@ -27,6 +29,17 @@ def missing_library(harness: str) -> str | None:
     if module is None or importlib.util.find_spec(module) is not None:
         return None
     return f"the {harness} harness needs its library ({module!r} is not installed): {EXTRA}"
+
+
+def endpoint_failure(exc: Exception, library: str) -> HarnessError:
+    """The endpoint failed after the client's retries (``model_error``); the gateway's
+    spent-budget answer (code ``budget_exhausted`` in its body) is ``budget_exhausted``."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    detail = f"{library}: HTTP {status}: {text[:300]}" if status else f"{library}: {text[:300]}"
+    if any(code in text for code in BUDGET_CODES):
+        return HarnessError("budget_exhausted", detail)
+    return HarnessError("model_error", detail)
 
 
 def _require(harness: str) -> None:
@@ -43,4 +56,12 @@ def _mini_swe_agent() -> Harness:
     return MiniSweAgentHarness()
 
 
-__all__ = ["EXTRA", "LIBRARIES", "missing_library"]
+@register("openai-agents")
+def _openai_agents() -> Harness:
+    _require("openai-agents")
+    from .openai_agents import OpenAIAgentsHarness
+
+    return OpenAIAgentsHarness()
+
+
+__all__ = ["EXTRA", "LIBRARIES", "endpoint_failure", "missing_library"]

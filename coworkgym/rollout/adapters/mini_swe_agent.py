@@ -50,11 +50,17 @@ from minisweagent.models.litellm_model import LitellmModel
 from ..harness import Episode, HarnessError, PolicyConfig
 from ..tool_calling import tokens_of
 from ..trajectory import ToolCall
+from . import endpoint_failure
 
 litellm.suppress_debug_info = True  # no "Provider List" banner on every call
 
+# What litellm raises once the endpoint has failed (after the client's retries).
+ENDPOINT_ERRORS = (
+    litellm.exceptions.APIError,
+    litellm.exceptions.APIConnectionError,
+    openai.APIError,
+)
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini's own "task done" signal
-BUDGET_CODES = ("budget_exhausted", "insufficient_quota")
 
 
 class _EpisodeModel(LitellmModel):
@@ -98,13 +104,13 @@ class _EpisodeModel(LitellmModel):
         try:
             try:
                 message: dict[str, Any] = super().query(messages, **kwargs)
-            except litellm.BadRequestError:
+            except litellm.exceptions.BadRequestError:
                 if not self.token_extras:
                     raise
                 self.token_extras = {}  # the endpoint refuses token ids/logprobs: ask without
                 message = super().query(messages, **kwargs)
-        except (litellm.APIError, openai.APIError, litellm.exceptions.APIConnectionError) as exc:
-            raise model_error(exc) from exc
+        except ENDPOINT_ERRORS as exc:
+            raise endpoint_failure(exc, "mini-swe-agent") from exc
         extra = message.get("extra", {})
         calls = [
             ToolCall(id=a["tool_call_id"], name=a["tool"], arguments=a["arguments"])
@@ -198,16 +204,6 @@ class MiniSweAgentHarness:
             raise HarnessError(
                 "harness_crash", f"mini-swe-agent: {type(exc).__name__}: {exc}"[:500]
             ) from exc
-
-
-def model_error(exc: Exception) -> HarnessError:
-    """The endpoint failed after the client's retries; a spent budget says so."""
-    status = getattr(exc, "status_code", None)
-    text = str(exc)
-    detail = f"HTTP {status}: {text[:300]}" if status else text[:300]
-    if any(code in text for code in BUDGET_CODES):
-        return HarnessError("budget_exhausted", detail)
-    return HarnessError("model_error", detail)
 
 
 def _submitted(text: str) -> bool:

@@ -1,0 +1,215 @@
+"""The third-party harnesses (mini-swe-agent, openai-agents) against the scripted
+OpenAI-compatible server, through the LLM gateway, in real bubblewrap sandboxes: each
+library's own loop drives the scripted model, and every tool call it makes runs in the
+agent's sandbox through the episode — a solving agent scores 1, a failing one stays valid
+below 1, the user's later turns continue the same conversation, malformed calls are
+answered and counted, a dead endpoint makes the trajectory invalid."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coworkgym.package.package import EnvironmentPackage
+from coworkgym.rollout import adapters
+from coworkgym.rollout.engine import RolloutEngine
+from coworkgym.rollout.harness import HarnessError, PolicyConfig, get_harness
+from coworkgym.rollout.trajectory import Trajectory
+from tests.fixtures.llm.server import ScriptedServer
+from tests.support.builders import good_package
+
+pytestmark = pytest.mark.timeout(180)
+MODEL = "scripted-policy"
+HARNESSES = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            adapters.missing_library(name) is not None, reason=f"{name} is not installed"
+        ),
+    )
+    for name in ("mini-swe-agent", "openai-agents")
+]
+
+
+@pytest.fixture(scope="module")
+def package() -> EnvironmentPackage:
+    return good_package("weather_report", turns=1, seed=7)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[RolloutEngine]:
+    with RolloutEngine() as engine:
+        yield engine
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def finish(*deliverables: str) -> dict[str, Any]:
+    return call("finish", summary="Done.", deliverables=list(deliverables))
+
+
+def solve_command(pkg: EnvironmentPackage, turn: int = 0) -> str:
+    script = pkg.files["solution/solve.sh"].decode()
+    return f"export COWORK_TURN={turn}\n{script}"
+
+
+def roll(
+    engine: RolloutEngine,
+    pkg: EnvironmentPackage,
+    harness: str,
+    steps: list[dict[str, Any]],
+    *,
+    max_steps: int = 20,
+) -> tuple[Trajectory, ScriptedServer]:
+    with ScriptedServer.from_lanes({"agent": steps}) as server:
+        config = PolicyConfig(model=MODEL, base_url=server.url, max_steps=max_steps)
+        return engine.run(pkg, harness, config), server
+
+
+def tool_outputs(trajectory: Trajectory) -> str:
+    return "\n".join(m.content for m in trajectory.messages if m.role == "tool")
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_scripted_model_solves_through_the_library_in_the_sandbox(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    marker = Path("/tmp") / f"cwg-adapter-{uuid.uuid4().hex}"
+    probe = (
+        f"echo sandbox-uid=$(id -u); touch {marker}; "
+        "cat /solution/solve.sh 2>&1; ls -d /work /tests 2>&1; echo probe-done"
+    )
+    steps = [
+        {**call("list_files", path="."), "token_ids": [11, 12], "logprobs": [-0.5, -0.25]},
+        call("shell", command=probe),
+        call("shell", command=solve_command(package)),
+        finish("report.xlsx", "summary.json"),
+    ]
+    trajectory, server = roll(engine, package, harness, steps)
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    assert trajectory.policy.harness == harness
+    assert trajectory.verification is not None and trajectory.verification.valid
+    assert trajectory.reward == 1.0 and trajectory.verification.passed
+    assert trajectory.claimed_deliverables == ["report.xlsx", "summary.json"]
+    # every completion the library received is an agent message, with its tool calls
+    agent = trajectory.agent_messages()
+    assert [[c.name for c in m.tool_calls] for m in agent] == [
+        ["list_files"],
+        ["shell"],
+        ["shell"],
+        ["finish"],
+    ]
+    assert agent[0].tokens is not None and agent[0].tokens.completion_ids == [11, 12]
+    assert agent[0].tokens.logprobs == [-0.5, -0.25]
+    # each call has its result, and the model saw exactly the recorded result
+    results = [m for m in trajectory.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == [c.id for m in agent for c in m.tool_calls]
+    sent = server.requests[2].tool_results()
+    assert sent[-1] == results[1].content
+    # the shell ran in the agent's sandbox: no private files, no host tree, a private /tmp
+    outputs = tool_outputs(trajectory)
+    assert "probe-done" in outputs
+    assert "sandbox-uid=" in outputs and f"sandbox-uid={os.getuid()}\n" not in outputs
+    assert "/solution/solve.sh: No such file or directory" in outputs
+    assert "cannot access '/work'" in outputs and "cannot access '/tests'" in outputs
+    assert not marker.exists()
+    # the model talked to the gateway with a per-rollout token, never an upstream key
+    assert all(r.headers["authorization"] == "Bearer EMPTY" for r in server.requests)
+    assert trajectory.usage.requests == 4
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_scripted_model_that_fails_is_valid_below_1(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    steps = [
+        call("write_file", path="summary.json", content='{"wettest_month": "1999-01"}'),
+        finish("summary.json"),
+    ]
+    trajectory, _ = roll(engine, package, harness, steps)
+    assert trajectory.termination.reason == "agent_done"
+    verification = trajectory.verification
+    assert verification is not None and verification.valid
+    assert verification.reward is not None and verification.reward < 0.5
+    assert verification.passed is False
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_later_user_turns_continue_the_same_conversation(
+    engine: RolloutEngine, harness: str
+) -> None:
+    pkg = good_package("weather_report", turns=3, seed=7)
+    plan = sorted(pkg.patches, key=lambda p: p.turn)
+    steps: list[dict[str, Any]] = []
+    for turn in range(len(plan) + 1):
+        steps.append(call("shell", command=solve_command(pkg, turn)))
+        upcoming = plan[turn].trigger.kind if turn < len(plan) else None
+        if upcoming != "artifact_exists":  # otherwise the user speaks up before a finish
+            steps.append(finish("report.xlsx"))
+    trajectory, server = roll(engine, pkg, harness, steps)
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    assert [i.turn for i in trajectory.interventions if i.kind == "turn"] == [1, 2]
+    assert trajectory.reward == 1.0
+    # one conversation: the last request carries the first request and both later turns
+    last = [m["content"] for m in server.requests[-1].messages if m["role"] == "user"]
+    assert last[0] == pkg.instruction
+    assert plan[0].message in last and plan[1].message in last
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_malformed_calls_are_answered_and_a_plain_reply_ends_the_turn(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "shell", "raw": "{not json"}]},
+        {"tool_calls": [{"name": "delete_everything", "arguments": {}}]},
+        {"content": "I give up for now."},
+    ]
+    trajectory, server = roll(engine, package, harness, steps)
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    assert trajectory.usage.malformed_tool_calls == 2
+    assert "not valid JSON" in server.requests[1].tool_results()[-1]
+    assert "unknown tool" in server.requests[2].tool_results()[-1]
+    assert trajectory.verification is not None and trajectory.verification.valid
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_dead_endpoint_makes_the_trajectory_invalid(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    down = {"status": 503, "headers": {"x-should-retry": "false"}}
+    trajectory, _ = roll(engine, package, harness, [call("list_files", path="."), down])
+    assert trajectory.termination.reason == "model_error", trajectory.termination
+    assert trajectory.verification is not None and not trajectory.verification.valid
+    assert trajectory.reward is None
+
+
+@pytest.mark.skipif(
+    adapters.missing_library("mini-swe-agent") is not None, reason="mini-swe-agent missing"
+)
+def test_mini_swe_agents_own_submit_signal_ends_the_turn(
+    engine: RolloutEngine, package: EnvironmentPackage
+) -> None:
+    steps = [
+        call("shell", command=solve_command(package)),
+        call("shell", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ]
+    trajectory, server = roll(engine, package, "mini-swe-agent", steps)
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    assert trajectory.reward == 1.0
+    assert server.remaining("agent") == 0 and len(server.requests) == 2
+
+
+def test_a_missing_library_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(adapters.LIBRARIES, "openai-agents", "no_such_module_for_cowork_gym")
+    with pytest.raises(HarnessError) as caught:
+        get_harness("openai-agents")
+    assert caught.value.reason == "harness_crash"
+    assert "cowork-gym[harnesses]" in caught.value.detail
