@@ -13,7 +13,11 @@ from coworkgym.spec import EnvironmentSpec
 
 
 def environment_spec(
-    family: str = "weather_report", turns: int = 1, seed: int = 7, **extra: object
+    family: str = "weather_report",
+    turns: int = 1,
+    seed: int = 7,
+    difficulty: str = "medium",
+    **extra: object,
 ) -> EnvironmentSpec:
     """A spec the family serves, labelled with what its task is (its first scenario)."""
     chosen = FAMILIES[family]
@@ -26,6 +30,7 @@ def environment_spec(
                     "deliverables": list(chosen.deliverables),
                     "modality": list(chosen.modalities),
                     "safety": list(chosen.safety),
+                    "difficulty": difficulty,
                 },
                 "turns": turns,
                 "seed": seed,
@@ -38,15 +43,15 @@ def environment_spec(
 
 @cache
 def role_outputs(
-    family: str = "weather_report", turns: int = 1, seed: int = 7
+    family: str = "weather_report", turns: int = 1, seed: int = 7, difficulty: str = "medium"
 ) -> tuple[BuilderOutput, VerifierOutput]:
-    spec = environment_spec(family, turns, seed)
+    spec = environment_spec(family, turns, seed, difficulty)
     request = RoleRequest(name="test", spec=spec, iteration=0)
     built = ProceduralBuilder().build(request, None)
     return built, ProceduralVerifierConstructor().construct(request, built, None)
 
 
 def good_package(
-    family: str = "weather_report", turns: int = 1, seed: int = 7
+    family: str = "weather_report", turns: int = 1, seed: int = 7, difficulty: str = "medium"
 ) -> EnvironmentPackage:
-    return assemble(*role_outputs(family, turns, seed))
+    return assemble(*role_outputs(family, turns, seed, difficulty))
