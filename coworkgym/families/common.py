@@ -4,10 +4,13 @@ instruction and its checks.
 How a family is assembled (see ``weather_report.py`` for a short, complete one):
 
 1. **Declare it.** Subclass ``TaskFamily`` with ``name``, the taxonomy ``scenarios`` (leaves)
-   and ``capabilities`` it exercises — together they are the cells it serves — the
-   ``deliverables`` and ``modalities`` it produces and reads, ``safety`` labels that are true
-   of it, and ``turn_capabilities`` for a capability only a later user turn exercises (the
-   fewest user turns that guarantee that turn). The sampler labels a task only with these.
+   and ``capabilities`` its tasks exercise — together the cells it serves — the
+   ``deliverables`` and ``modalities`` it produces and reads, the ``safety`` labels true of
+   it, and in ``later_capabilities`` the capabilities only a later user turn exercises
+   (``requirement_tracking``, ``dependency_tracking``): they are served from ``full_turns``
+   user turns on, the fewest whose drafted turns always include every kind. These are
+   facts: the sampler labels a task only with them, ``family_for`` refuses other labels and
+   the Issue Detector checks a package against them (``coworkgym.detector.labels``).
 2. **Draft the task** in ``draft(params)``: draw the data from a bundled resource
    (``read_csv_resource``, ``resource_bytes``) with ``params.rng(salt)``, choose the later
    turns with ``plan_turns`` and make each with ``input_turn`` (the user replaces or edits
@@ -29,7 +32,9 @@ How a family is assembled (see ``weather_report.py`` for a short, complete one):
    the value; the Issue Detector recomputes the readings and flags a value they leave open.
 5. **Register it** in ``coworkgym/families/__init__.py`` and add a unit test in
    ``tests/unit/test_families_<name>.py`` (the helpers of ``test_families_meeting_notes.py``
-   run the reference solution and the verifier in-process).
+   run the reference solution and the verifier in-process). ``cowork-gym coverage
+   --families`` then shows its cells and the size of its tasks per difficulty; say what its
+   ``hard`` means in the README's table.
 """
 
 from __future__ import annotations
