@@ -164,8 +164,9 @@ def operator(
         "COWORKGYM_GATEWAY_URL": model_path["gateway"],
         "COWORKGYM_GATEWAY_SIGNING_KEY": SIGNING_KEY,
         "COWORKGYM_BATCH_VOLUME_SIZE": "1Gi",
-        # a rollout pod's two containers share this: two pods fit beside the others
-        "COWORKGYM_SANDBOX_DEFAULTS": json.dumps({"resources": {"cpu": "600m", "memory": "1Gi"}}),
+        # a rollout pod's two containers share this: two pods fit on the node's 2 CPUs
+        # beside the gateway and the policy
+        "COWORKGYM_SANDBOX_DEFAULTS": json.dumps({"resources": {"cpu": "800m", "memory": "1Gi"}}),
     }
     log = tmp_path / "operator.log"
     argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", rollout_ns]

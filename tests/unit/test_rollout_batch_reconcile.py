@@ -184,7 +184,8 @@ def test_a_batch_runs_fetch_rollouts_verifications_and_collect() -> None:
     assert {c["type"]: c["reason"] for c in final["conditions"]}["Complete"] == "Succeeded"
     jobs = [k for k in cluster.created if k.startswith("Job/")]
     assert len(jobs) == 1 + 4 + 4 + 1 and len(set(jobs)) == len(jobs)
-    # the volume and the tokens go once the trajectories are in the store
+    # the Jobs, the volume and the tokens go once the trajectories are in the store
+    assert [k for k in cluster.children if k.startswith("Job/")] == []
     assert "PersistentVolumeClaim/rb1-data" not in cluster.children
     assert "Secret/rb1-gateway-tokens" not in cluster.children
 

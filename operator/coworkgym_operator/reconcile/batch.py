@@ -442,6 +442,7 @@ def _collect(
     state.status.funnel = [FunnelStep.model_validate(f) for f in result.get("funnel", [])]
     state.status.output_uri = str(result.get("uri") or spec.output.uri)
     state.status.step = "done"
+    state.plan.delete.append(("Job", name))  # its result is in the status now
 
 
 # ---- the status -----------------------------------------------------------------------
