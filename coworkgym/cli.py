@@ -430,10 +430,16 @@ def rollout(
     if unknown:
         choose = ", ".join(known)
         raise typer.BadParameter(f"unknown {unknown}; choose from {choose}", param_hint="--harness")
-    if "tool-calling" in harness and not base_url:
+    from .rollout.adapters import LIBRARIES, missing_library
+
+    driven = [h for h in harness if h == "tool-calling" or h in LIBRARIES]
+    if driven and not base_url:
         raise typer.BadParameter(
-            "the tool-calling harness needs --base-url and --model", param_hint="--base-url"
+            f"the {', '.join(driven)} harness needs --base-url and --model", param_hint="--base-url"
         )
+    for name in harness:
+        if (why := missing_library(name)) is not None:
+            raise typer.BadParameter(why, param_hint="--harness")
 
     def endpoint(name: str | None, url: str | None, option: str) -> Endpoint | None:
         if not name:

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from coworkgym.cli import app
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.rollout import adapters
 from coworkgym.rollout.engine import RolloutEngine
@@ -71,6 +73,11 @@ def roll(
     with ScriptedServer.from_lanes({"agent": steps}) as server:
         config = PolicyConfig(model=MODEL, base_url=server.url, max_steps=max_steps)
         return engine.run(pkg, harness, config), server
+
+
+def flat(text: str) -> str:
+    """Rich wraps error panels: compare words, not lines."""
+    return " ".join(text.replace("│", " ").split())
 
 
 def tool_outputs(trajectory: Trajectory) -> str:
@@ -213,3 +220,18 @@ def test_a_missing_library_names_the_extra_to_install(monkeypatch: pytest.Monkey
         get_harness("openai-agents")
     assert caught.value.reason == "harness_crash"
     assert "cowork-gym[harnesses]" in caught.value.detail
+
+
+def test_the_command_refuses_an_adapter_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    call = ["rollout", str(tmp_path), "--model", "m", "--out", str(tmp_path / "o")]
+    unserved = runner.invoke(app, [*call, "--harness", "mini-swe-agent"])
+    assert unserved.exit_code == 2
+    assert "mini-swe-agent harness needs --base-url" in flat(unserved.output)
+    monkeypatch.setitem(adapters.LIBRARIES, "mini-swe-agent", "no_such_module_for_cowork_gym")
+    url = ["--base-url", "http://127.0.0.1:9/v1"]
+    missing = runner.invoke(app, [*call, *url, "--harness", "mini-swe-agent"])
+    assert missing.exit_code == 2
+    assert "cowork-gym[harnesses]" in flat(missing.output)
