@@ -35,7 +35,7 @@ from rich.table import Table
 
 from ..package.package import TASK_TOML, EnvironmentPackage
 from ..release import fetch_package, make_s3_client
-from .engine import RolloutEngine
+from .engine import RolloutEngine, unsupported
 from .harness import PolicyConfig
 from .trajectory import RolloutKey, Trajectory, dump_line, parse_line
 
@@ -59,6 +59,9 @@ def find_packages(inputs: Sequence[str]) -> list[Source]:
     for item in inputs:
         for uri in _locations(item):
             pkg = load_package(uri)
+            why = unsupported(pkg)
+            if why:
+                raise ValueError(f"{uri}: {why}")
             sources.setdefault(pkg.digest(), Source(pkg, uri))
     return list(sources.values())
 

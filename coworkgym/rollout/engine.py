@@ -115,6 +115,7 @@ class Reference:
 
     files: dict[str, bytes]
     outputs: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # the task's [solution.env]
 
 
 # ---- the episode ------------------------------------------------------------------------
@@ -239,7 +240,7 @@ class RolloutEpisode:
         policy). It is handed over in this process; it never enters the workspace, so no
         other harness's sandbox can see it."""
         outputs = [a.path for a in self.pkg.artifacts.outputs] if self.pkg.artifacts else []
-        return Reference(self.pkg.under("solution"), outputs)
+        return Reference(self.pkg.under("solution"), outputs, dict(self.pkg.config.solution.env))
 
     # ---- ending ------------------------------------------------------------------------
     def over_reason(self) -> TerminationReason | None:
@@ -520,7 +521,11 @@ class RolloutEngine:
     ) -> Trajectory:
         """Roll ``harness`` driving ``policy`` out in ``pkg``. ``policy.base_url`` is the
         upstream endpoint (the harness is handed the gateway instead); ``api_key`` is its
-        key, which stays here."""
+        key, which stays here. Raises ValueError for a package it cannot roll out (see
+        ``unsupported``) before doing anything."""
+        why = unsupported(pkg)
+        if why:
+            raise ValueError(f"{pkg.name}: {why}")
         key = RolloutKey(
             package_digest=pkg.digest(), harness=harness, model=policy.model, sample=sample
         )
@@ -698,6 +703,16 @@ class RolloutEngine:
         )
 
 
+def unsupported(pkg: EnvironmentPackage) -> str | None:
+    """Why the engine cannot roll this package out, or None."""
+    if pkg.is_multi_step:
+        return (
+            "a Harbor multi-step task ([[steps]] without Cowork turns) is not supported by "
+            "the rollout engine yet; roll its steps out as separate tasks"
+        )
+    return None
+
+
 def environment_ref(pkg: EnvironmentPackage, uri: str | None) -> EnvironmentRef:
     cowork = pkg.config.cowork
     labels: dict[str, Any] = {}
@@ -722,4 +737,5 @@ __all__ = [
     "RolloutEpisode",
     "RolloutLimits",
     "environment_ref",
+    "unsupported",
 ]

@@ -34,19 +34,25 @@ ORACLE_SHELL_TIMEOUT_S = 600.0
 class _Reference(Protocol):
     files: dict[str, bytes]
     outputs: list[str]
+    env: dict[str, str]
 
 
-def oracle_command(files: dict[str, bytes], turn: int, workdir: str) -> str:
-    """The shell command that runs solve.sh for ``turn``. When the solution is solve.sh
-    alone, the command *is* its text (readable in the trajectory, usable as a
-    demonstration); other solution files are unpacked into a fresh temp dir first."""
+def oracle_command(
+    files: dict[str, bytes], turn: int, workdir: str, env: dict[str, str] | None = None
+) -> str:
+    """The shell command that runs solve.sh for ``turn`` (with the task's [solution.env],
+    as the runtime's reference run has). When the solution is solve.sh alone, the command
+    *is* its text (readable in the trajectory, usable as a demonstration); other solution
+    files are unpacked into a fresh temp dir first."""
     if SOLVE_SH not in files:
         raise HarnessError("harness_crash", "the package has no solution/solve.sh to replay")
-    env = f"export COWORK_TURN={turn} COWORK_WORKSPACE={shlex.quote(workdir)}\n"
+    variables = {**(env or {}), "COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
+    env_line = f"export {exports}\n"
     script = files[SOLVE_SH].decode("utf-8", errors="replace")
     if set(files) == {SOLVE_SH}:
-        return env + f"cd {shlex.quote(workdir)}\n" + script
-    lines = [env.rstrip("\n"), 'SOLUTION_DIR="$(mktemp -d)"']
+        return env_line + f"cd {shlex.quote(workdir)}\n" + script
+    lines = [env_line.rstrip("\n"), 'SOLUTION_DIR="$(mktemp -d)"']
     for rel, content in sorted(files.items()):
         target = f'"$SOLUTION_DIR"/{shlex.quote(rel)}'
         encoded = base64.b64encode(content).decode()
@@ -74,7 +80,7 @@ class OracleHarness:
         turn = 0
         step = 0
         while not episode.done:
-            command = oracle_command(reference.files, turn, episode.workdir)
+            command = oracle_command(reference.files, turn, episode.workdir, reference.env)
             shell = _call(
                 "oracle", step, "shell", {"command": command, "timeout_s": ORACLE_SHELL_TIMEOUT_S}
             )

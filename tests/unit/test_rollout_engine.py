@@ -337,3 +337,27 @@ def test_a_reply_in_the_last_permitted_step_still_ends_the_turn(
 ) -> None:
     t = run(engine, single, "t-last-word", max_steps=2)
     assert t.termination.reason == "agent_done"
+
+
+def test_the_oracle_runs_with_the_tasks_solution_env(engine: RolloutEngine) -> None:
+    raw = plain_harbor_task()
+    files = dict(raw.files)
+    files["task.toml"] += b'\n[solution.env]\nSHOUT = "yes please"\n'
+    files["solution/solve.sh"] = (
+        b'#!/usr/bin/env bash\n[ "$SHOUT" = "yes please" ] || exit 1\n'
+        b"tr a-z A-Z < /app/greeting.txt | tr -d '\\n' > /app/hello.txt\n"
+    )
+    pkg = EnvironmentPackage.from_files(files, raw.executables)
+    assert run(engine, pkg, "oracle").reward == 1.0
+
+
+def test_a_harbor_multi_step_task_is_refused_with_the_reason(engine: RolloutEngine) -> None:
+    from coworkgym.rollout.batch import find_packages
+
+    folder = Path(__file__).parents[1] / "fixtures" / "harbor_tasks" / "multi-step"
+    pkg = EnvironmentPackage.load(folder)
+    assert pkg.is_multi_step
+    with pytest.raises(ValueError, match="multi-step task"):
+        run(engine, pkg, "oracle")
+    with pytest.raises(ValueError, match="roll its steps out as separate tasks"):
+        find_packages([str(folder)])
