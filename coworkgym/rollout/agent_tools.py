@@ -65,9 +65,18 @@ def _sub(workspace: Path, workdir: str, rel: str, *, writable: bool) -> Mount:
 
 
 def agent_toolbox(
-    mounts: RoleMounts, sandbox: Sandbox, interfaces: Interfaces, *, memory_mb: int = 2048
+    mounts: RoleMounts,
+    sandbox: Sandbox,
+    interfaces: Interfaces,
+    *,
+    memory_mb: int = 2048,
+    task_env: dict[str, str] | None = None,
 ) -> ToolBox:
-    env = {"COWORK_WORKSPACE": mounts.cwd}
+    """The tools; shell commands see the task's ``[environment.env]`` (as in Harbor's
+    container), except values that name a host variable (``${…}``): those would be the
+    host's secrets, and the sandbox gets none."""
+    env = {k: v for k, v in (task_env or {}).items() if "${" not in v}
+    env["COWORK_WORKSPACE"] = mounts.cwd
     tools: list[Tool[Any]] = standard_tools(
         mounts, sandbox, env=env, memory_mb=memory_mb, names=list(interfaces.tools)
     )

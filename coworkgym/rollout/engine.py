@@ -598,7 +598,11 @@ class RolloutEngine:
         interfaces = agent_tools.interfaces_of(pkg, workdir)
         mounts = agent_tools.agent_mounts(workspace, workdir, interfaces)
         toolbox = agent_tools.agent_toolbox(
-            mounts, self.sandbox, interfaces, memory_mb=self.limits.tool_memory_mb
+            mounts,
+            self.sandbox,
+            interfaces,
+            memory_mb=self.limits.tool_memory_mb,
+            task_env=dict(pkg.config.environment.env),
         )
         voice: Voice | None = None
         if self.user_endpoint is not None:

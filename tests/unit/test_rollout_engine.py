@@ -361,3 +361,20 @@ def test_a_harbor_multi_step_task_is_refused_with_the_reason(engine: RolloutEngi
         run(engine, pkg, "oracle")
     with pytest.raises(ValueError, match="roll its steps out as separate tasks"):
         find_packages([str(folder)])
+
+
+@harness("t-env")
+def _env(episode: Episode) -> None:
+    act(episode, tool("shell", 0, command="echo region=$REGION token=${TOKEN:-unset}"))
+    act(episode, tool("finish", 1, summary="done"))
+
+
+def test_shell_sees_the_tasks_environment_but_no_host_variable(engine: RolloutEngine) -> None:
+    raw = plain_harbor_task()
+    files = dict(raw.files)
+    toml = files["task.toml"].decode()
+    toml += '\n[environment.env]\nREGION = "eu-west"\nTOKEN = "${HOST_TOKEN}"\n'
+    files["task.toml"] = toml.encode()
+    pkg = EnvironmentPackage.from_files(files, raw.executables)
+    t = run(engine, pkg, "t-env")
+    assert "region=eu-west token=unset" in t.messages[3].content
