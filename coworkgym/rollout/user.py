@@ -264,6 +264,7 @@ class UserSimulator:
         )
         self.patches = sorted(pkg.patches, key=lambda p: p.turn)
         self.turn = 0  # the user turn the agent is working on
+        self.fired = 0  # later turns said so far
         self.agent_turns = 0  # turns the agent has ended
         self.calls_this_turn = 0
         self.request = pkg.instruction
@@ -280,11 +281,11 @@ class UserSimulator:
 
     @property
     def remaining(self) -> int:
-        return self.planned - self.turn
+        return self.planned - self.fired
 
     @property
     def upcoming(self) -> TurnPatch | None:
-        return self.patches[self.turn] if self.turn < self.planned else None
+        return self.patches[self.fired] if self.fired < self.planned else None
 
     def after_tool_call(self) -> Due | None:
         """The agent made a tool call: does the next turn's trigger hold now?"""
@@ -362,6 +363,7 @@ class UserSimulator:
                 if why:
                     self.fault("contradicts_patch", why, turn=patch.turn)
             self.turn = patch.turn
+            self.fired += 1
             self.request = message
             self._mark_turn_start()
             return Fired(patch, message, kind, detail, speaker, files, invalidates)
