@@ -89,6 +89,16 @@ def test_oracle_scores_1_and_nop_0_on_every_released_package(
     )
     assert again.exit_code == 0 and "0 rollouts run, 12 already stored" in again.stdout
     assert len(LocalStore(out).load()) == 12
+    # ... and the trajectories export and reload (the rest of the Done-when)
+    datasets = pytest.importorskip("datasets")
+    hf = tmp_path / "hf"
+    exported = CliRunner().invoke(
+        app, ["export", str(out / "trajectories.jsonl"), "--format", "hf", "--out", str(hf)]
+    )
+    assert exported.exit_code == 0, exported.output
+    files = [str(p) for p in hf.rglob("*.parquet")]
+    rows = datasets.load_dataset("parquet", data_files=files)["train"]
+    assert rows.num_rows == 12 and sorted(rows["reward"])[-6:] == [1.0] * 6
 
 
 def test_a_torn_line_is_rerun_on_resume(released: Path, tmp_path: Path) -> None:
