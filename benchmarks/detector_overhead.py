@@ -3,12 +3,16 @@
     python benchmarks/detector_overhead.py [--with-harbor-lint]
 
 Packages: the good packages of the corpus plus one per procedural family (single- and
-multi-turn). Prints figures; asserts nothing.
+multi-turn). Prints figures; asserts nothing. "states" counts the workspace states the
+detector judged, "scored" the distinct ones the verifier ran on (identical states are
+scored once); "sandbox/wall" exceeds 100% where sandboxes ran in parallel. The machine's
+load average is printed too: on a shared machine both timings stretch with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -59,7 +63,8 @@ def main() -> None:
     runtime = LocalRuntime()
     detector = IssueDetector(runtime, run_harbor_lint=args.with_harbor_lint)
     table = Table(title="Issue Detector overhead")
-    for column in ("package", "plain s", "detector s", "ratio", "verifier runs", "sandbox share"):
+    columns = ("package", "plain s", "detector s", "ratio", "states", "scored", "sandbox/wall")
+    for column in columns:
         table.add_column(column, justify="right")
     ratios = []
     for name, pkg in packages:
@@ -77,6 +82,7 @@ def main() -> None:
             f"{plain:.2f}",
             f"{took:.2f}",
             f"{took / plain:.1f}×",
+            str(report.stats.states_probed),
             str(report.stats.verifier_runs),
             f"{share:.0%}",
         )
@@ -84,7 +90,8 @@ def main() -> None:
     console.print(table)
     console.print(
         f"median ratio {statistics.median(ratios):.1f}× "
-        f"(min {min(ratios):.1f}×, max {max(ratios):.1f}×) over {len(ratios)} packages"
+        f"(min {min(ratios):.1f}×, max {max(ratios):.1f}×) over {len(ratios)} packages; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
     )
 
 

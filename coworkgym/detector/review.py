@@ -11,6 +11,12 @@ steps (or the final step's, as the task says). Controlled failures probe the las
 
 A failure this machine may cause itself (no network, Dockerfile ``RUN`` lines not executed)
 stops the review as "could not run here" with the reason, never as a defect.
+
+Cost: the controlled failures are independent, so they are queued and scored together
+(``LocalRuntime.verify_many``: one engine process for a stock Cowork verifier, else as many
+test.sh runs at once as there are cores), optimistically in the same batch as the reference
+completion, whose verdict still decides whether they count; byte-identical states (say, a
+removed deliverable that leaves exactly the untouched workspace) are scored once.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ class CouldNotRun(Exception):
 
 @dataclass
 class ReviewStats:
-    verifier_runs: int = 0
+    verifier_runs: int = 0  # distinct workspace states the verifier scored
+    states_probed: int = 0  # states judged, identical ones answered from one score
     solution_runs: int = 0
     reference_reward: float | None = None
     outputs: list[str] = field(default_factory=list)
@@ -72,15 +79,17 @@ class ExecutionReview:
         # The Harbor step whose verifier judges a single workspace (multi-step: the last).
         self.probe_step: str | None = pkg.step_names[-1] if pkg.is_multi_step else None
 
+        self.queue: list[_Probe] = []  # controlled failures waiting to be scored together
+        self._variants = 0
+
     # ---- helpers --------------------------------------------------------------------
     @contextmanager
     def variant(self, base: Path, name: str) -> Iterator[Path]:
-        path = self.root / name
+        """A copy of ``base`` to damage; it stays until the review ends (queued probes)."""
+        self._variants += 1
+        path = self.root / f"{name}-{self._variants}"
         copy_tree(base, path)
-        try:
-            yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
+        yield path
 
     def unless_unreproduced(self, phase: Phase, run: SandboxResult | None) -> None:
         """Stop as "could not run" when this machine may be why ``run`` went wrong."""
@@ -89,10 +98,24 @@ class ExecutionReview:
             raise CouldNotRun(reason)
 
     def score(self, workspace: Path, label: str, step: str | None = None) -> VerifyOutcome | None:
-        """Verify a workspace; an invalid run becomes a defect and returns None."""
-        self.stats.verifier_runs += 1
-        step = step or self.probe_step
-        outcome = self.runtime.run_verifier(self.pkg, workspace, self.workdir, step=step)
+        """Verify a workspace now; an invalid run becomes a defect and returns None."""
+        (outcome,) = self._verify([workspace], step or self.probe_step)
+        return outcome if self._valid(outcome, label) else None
+
+    def _verify(self, workspaces: list[Path], step: str | None) -> list[VerifyOutcome]:
+        """Score workspaces together, each distinct state once."""
+        keys = [tree_key(ws) for ws in workspaces]
+        first = dict(reversed(list(zip(keys, workspaces, strict=True))))
+        distinct = list(dict.fromkeys(keys))
+        scored = self.runtime.verify_many(
+            self.pkg, [first[k] for k in distinct], self.workdir, step
+        )
+        self.stats.verifier_runs += len(distinct)
+        self.stats.states_probed += len(workspaces)
+        by_key = dict(zip(distinct, scored, strict=True))
+        return [by_key[key] for key in keys]
+
+    def _valid(self, outcome: VerifyOutcome, label: str) -> bool:
         if not outcome.valid:
             self.unless_unreproduced("verifier", outcome.run)
             self.defects.append(
@@ -102,20 +125,42 @@ class ExecutionReview:
                     state=label,
                 )
             )
-            return None
-        return outcome
+            return False
+        return True
 
     def must_fail(
         self, workspace: Path, label: str, code: DefectCode, bar: float, **evidence: object
     ) -> None:
-        outcome = self.score(workspace, label)
-        if outcome is not None and outcome.reward is not None and outcome.reward >= bar:
-            message = f"the {label} workspace scores {outcome.reward:.3f} (must be < {bar})"
-            scores = outcome.component_scores()
-            found = {"state": label, "reward": outcome.reward, "components": scores, **evidence}
-            if len(outcome.rewards) > 1:
-                found["rewards"] = outcome.rewards
-            self.defects.append(Defect.with_evidence(code, message, found))
+        """Queue a controlled failure; ``flush`` scores the queue and judges each."""
+        self.queue.append(_Probe(workspace, label, code, bar, evidence))
+
+    def flush(self, reference: Path | None = None) -> None:
+        """Score the queued probes (with the reference completion first, when given: it
+        must pass, or the probes' outcomes mean nothing and are dropped)."""
+        queue, self.queue = self.queue, []
+        first = [reference] if reference is not None else []
+        outcomes = self._verify(first + [p.workspace for p in queue], self.probe_step)
+        if reference is not None:
+            outcome = outcomes.pop(0)
+            if not self._valid(outcome, "reference"):
+                return
+            self.stats.reference_reward = outcome.reward
+            if not self._reference_passes(outcome):
+                return
+        for probe, outcome in zip(queue, outcomes, strict=True):
+            if self._valid(outcome, probe.label):
+                self._judge(probe, outcome)
+
+    def _judge(self, probe: _Probe, outcome: VerifyOutcome) -> None:
+        if outcome.reward is None or outcome.reward < probe.bar:
+            return
+        message = f"the {probe.label} workspace scores {outcome.reward:.3f} (must be < {probe.bar})"
+        scores = outcome.component_scores()
+        found = {"state": probe.label, "reward": outcome.reward, "components": scores}
+        found |= probe.evidence
+        if len(outcome.rewards) > 1:
+            found["rewards"] = outcome.rewards
+        self.defects.append(Defect.with_evidence(probe.code, message, found))
 
     # ---- the review -----------------------------------------------------------------
     def run(self) -> list[Defect]:
@@ -141,6 +186,9 @@ class ExecutionReview:
         layout = materialize(self.pkg, s0)
         self.workdir = layout.workdir
         self.skipped = layout.skipped
+        image = self.pkg.config.environment.docker_image
+        if image and "environment/Dockerfile" not in self.pkg.files:
+            raise CouldNotRun(f"the task runs in the prebuilt image {image}, not built here")
         if PurePosixPath(self.workdir) == PurePosixPath("/"):
             raise CouldNotRun(
                 "the task's working directory is / (no WORKDIR in environment/Dockerfile); "
@@ -168,16 +216,11 @@ class ExecutionReview:
         outputs = self._outputs(final_inputs, reference)
         self.stats.outputs = outputs
         self._leaked_outputs(s0, reference, outputs)  # before scoring: a leak is a leak
-        outcome = self.score(reference, "reference")
-        if outcome is None:
-            return
-        self.stats.reference_reward = outcome.reward
-        if not self._reference_passes(outcome):
-            return
         self.must_fail(final_inputs, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
         self._probe(reference, final_inputs, outputs)
         self._damaged_inputs(reference)
         self._stale(s0)
+        self.flush(reference)
 
     def _probe(self, reference: Path, inputs: Path, outputs: list[str]) -> None:
         """The controlled failures on one solved workspace and the inputs it answers to."""
@@ -220,6 +263,7 @@ class ExecutionReview:
             self._steps_noop(s0)
         else:
             self.must_fail(s0, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
+            self.flush()
 
     # ---- Harbor multi-step tasks ------------------------------------------------------
     def _run_steps(self, s0: Path) -> None:
@@ -258,6 +302,7 @@ class ExecutionReview:
         self.stats.outputs = outputs
         self._leaked_outputs(s0, reference, outputs)
         self._probe(reference, before_last, outputs)
+        self.flush()
 
     def _prepare_step(self, name: str, workspace: Path) -> None:
         setup = self.runtime.prepare_step(self.pkg, name, workspace, self.workdir)
@@ -470,6 +515,29 @@ class ExecutionReview:
         self.must_fail(
             stale, "stale-after-patches", DefectCode.ACCEPTS_STALE_RESULT, self.limits.passing
         )
+
+
+@dataclass
+class _Probe:
+    workspace: Path
+    label: str
+    code: DefectCode
+    bar: float
+    evidence: dict[str, object]
+
+
+def tree_key(root: Path) -> str:
+    """A workspace state: every file's path, executable bit and content."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            executable = "x" if path.stat().st_mode & 0o100 else "-"
+            rel = path.relative_to(root).as_posix()
+            digest.update(f"{rel}\0{executable}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        elif path.is_symlink():
+            digest.update(f"{path.relative_to(root).as_posix()}\0->{path.readlink()}\0".encode())
+    return digest.hexdigest()
 
 
 class _StepsStop(Exception):

@@ -8,17 +8,25 @@ Mount plan (the same separation the Kubernetes Jobs use):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 import shutil
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..package.package import EnvironmentPackage
 from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
+from .batch import BATCH_ROOT, DRIVER, batch_dirs, batchable
 from .workspace import apply_patch, copy_tree, write_files
+
+# Workspaces scored by one engine process at most (its time limit grows with the count).
+MAX_BATCH = 24
 
 
 @dataclass
@@ -53,12 +61,15 @@ class LocalRuntime:
         self.sandbox_seconds = 0.0  # time spent inside sandboxes (for the benchmarks)
         self.sandbox_runs = 0
         self.sandbox_cpu_seconds = 0.0  # CPU inside sandboxes (not seen by rusage)
+        self._counting = threading.Lock()  # verify_many runs sandboxes from threads
+        self.parallel = max(1, os.cpu_count() or 1)
 
     def _run(self, *args: Any, **kwargs: Any) -> SandboxResult:
         result = self.sandbox.run(*args, **kwargs)
-        self.sandbox_seconds += result.duration_s
-        self.sandbox_cpu_seconds += result.cpu_s or 0.0
-        self.sandbox_runs += 1
+        with self._counting:
+            self.sandbox_seconds += result.duration_s
+            self.sandbox_cpu_seconds += result.cpu_s or 0.0
+            self.sandbox_runs += 1
         return result
 
     def run_solution(
@@ -171,6 +182,48 @@ class LocalRuntime:
                 cwd="/tests",
             )
             return read_outcome(logs, run)
+
+    def verify_many(
+        self, pkg: EnvironmentPackage, workspaces: list[Path], workdir: str, step: str | None
+    ) -> list[VerifyOutcome]:
+        """Score independent workspaces, in order: one engine process for a stock Cowork
+        verifier (see ``batch``), else one test.sh run each, as many at once as cores."""
+        if len(workspaces) > 1 and step is None and batchable(pkg, workdir):
+            return [
+                outcome
+                for start in range(0, len(workspaces), MAX_BATCH)
+                for outcome in self._engine_batch(
+                    pkg, workspaces[start : start + MAX_BATCH], workdir
+                )
+            ]
+        if len(workspaces) <= 1 or self.parallel == 1:
+            return [self.run_verifier(pkg, ws, workdir, step=step) for ws in workspaces]
+        with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+            return list(
+                pool.map(lambda ws: self.run_verifier(pkg, ws, workdir, step=step), workspaces)
+            )
+
+    def _engine_batch(
+        self, pkg: EnvironmentPackage, workspaces: list[Path], workdir: str
+    ) -> list[VerifyOutcome]:
+        with tempfile.TemporaryDirectory(prefix="cwg-verify-batch-") as tmp:
+            root = Path(tmp)
+            tests = root / "tests"
+            write_files(tests, pkg.under("tests"))
+            pairs = batch_dirs(root / "batch", len(workspaces))
+            for workspace, (ws, _) in zip(workspaces, pairs, strict=True):
+                copy_tree(workspace, ws)
+            limit = self.verifier_limits.timeout_s * len(workspaces)
+            run = self._run(
+                ["python3", "-c", DRIVER, str(len(workspaces))],
+                [Mount(root / "batch", BATCH_ROOT, writable=True), Mount(tests, "/tests")],
+                limits=dataclasses.replace(self.verifier_limits, timeout_s=limit),
+                env={**pkg.config.verifier.env, "PYTHONPATH": "/tests"},
+                cwd="/tests",
+            )
+            if not run.ok:  # one workspace's timeout or memory must not decide the others'
+                return [self.run_verifier(pkg, ws, workdir) for ws in workspaces]
+            return [read_outcome(logs, run) for _, logs in pairs]
 
 
 def read_outcome(logs: Path, run: SandboxResult) -> VerifyOutcome:
