@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from coworkgym.cli import app
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.rollout import adapters
-from coworkgym.rollout.engine import RolloutEngine
+from coworkgym.rollout.engine import RolloutEngine, RolloutLimits
 from coworkgym.rollout.harness import HarnessError, PolicyConfig, get_harness
 from coworkgym.rollout.trajectory import Trajectory
 from tests.fixtures.llm.server import ScriptedServer
@@ -196,6 +196,19 @@ def test_a_dead_endpoint_makes_the_trajectory_invalid(
     assert trajectory.termination.reason == "model_error", trajectory.termination
     assert trajectory.verification is not None and not trajectory.verification.valid
     assert trajectory.reward is None
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_spent_token_budget_ends_the_rollout_as_such(
+    package: EnvironmentPackage, harness: str
+) -> None:
+    big = {"prompt_tokens": 900, "completion_tokens": 200}
+    steps = [{**call("list_files", path="."), "usage": big}] * 3
+    with RolloutEngine(limits=RolloutLimits(token_budget=1000)) as engine:
+        trajectory, server = roll(engine, package, harness, steps)
+    assert trajectory.termination.reason == "budget_exhausted", trajectory.termination
+    assert len(server.requests) == 1  # the gateway refused the second call; no retries
+    assert trajectory.reward is not None  # the policy ran out: its work is still verified
 
 
 @pytest.mark.skipif(

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 
+import httpx
+
 from ..harness import Harness, HarnessError, register
 
 EXTRA = "pip install 'cowork-gym[harnesses]'"
-BUDGET_CODES = ("budget_exhausted", "insufficient_quota")
+BUDGET_CODES = frozenset({"budget_exhausted", "insufficient_quota"})
 # harness name → the module it needs (what ``missing_library`` checks before importing)
 LIBRARIES = {"mini-swe-agent": "minisweagent", "openai-agents": "agents"}
 
@@ -33,13 +35,40 @@ def missing_library(harness: str) -> str | None:
 
 def endpoint_failure(exc: Exception, library: str) -> HarnessError:
     """The endpoint failed after the client's retries (``model_error``); the gateway's
-    spent-budget answer (code ``budget_exhausted`` in its body) is ``budget_exhausted``."""
+    spent-budget answer (error code ``budget_exhausted``) is ``budget_exhausted``."""
     status = getattr(exc, "status_code", None)
     text = str(exc)
     detail = f"{library}: HTTP {status}: {text[:300]}" if status else f"{library}: {text[:300]}"
-    if any(code in text for code in BUDGET_CODES):
+    if _error_codes(exc) & BUDGET_CODES:
         return HarnessError("budget_exhausted", detail)
     return HarnessError("model_error", detail)
+
+
+def _error_codes(exc: BaseException) -> set[str]:
+    """The error codes the server sent, wherever the library kept them: ``code``, a parsed
+    ``body``, the HTTP ``response`` — on the exception or on one it wraps (litellm puts the
+    HTTP status in ``code`` and the server's code in ``body``)."""
+    codes: set[str] = set()
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        code = getattr(seen, "code", None)
+        if isinstance(code, str):
+            codes.add(code)
+        body = getattr(seen, "body", None)
+        response = getattr(seen, "response", None)
+        if body is None and isinstance(response, httpx.Response):
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+        if isinstance(body, dict):
+            error = body.get("error", body)
+            if isinstance(error, dict) and isinstance(error.get("code"), str):
+                codes.add(str(error["code"]))
+        seen = seen.__cause__ or seen.__context__
+    return codes
 
 
 def _require(harness: str) -> None:

@@ -86,6 +86,16 @@ class _EpisodeModel(LitellmModel):
         )
         self.episode = episode
         self.tools = episode.tool_schemas()
+        # Our own client for litellm to use: no proxy from the environment (the gateway is
+        # loopback), and closed with the rollout — litellm would otherwise cache a client per
+        # (endpoint, key), and every rollout has its own key.
+        self.client = openai.OpenAI(
+            base_url=policy.base_url,
+            api_key=policy.api_key,
+            max_retries=model_kwargs["max_retries"],
+            timeout=model_kwargs["timeout"],
+            http_client=openai.DefaultHttpxClient(trust_env=False),
+        )
         self.token_extras: dict[str, Any] = (
             {"logprobs": True, "extra_body": {"return_token_ids": True}}
             if policy.request_logprobs
@@ -97,6 +107,7 @@ class _EpisodeModel(LitellmModel):
             model=self.config.model_name,
             messages=messages,
             tools=self.tools,
+            client=self.client,
             **(self.config.model_kwargs | self.token_extras | kwargs),
         )
 
@@ -204,6 +215,8 @@ class MiniSweAgentHarness:
             raise HarnessError(
                 "harness_crash", f"mini-swe-agent: {type(exc).__name__}: {exc}"[:500]
             ) from exc
+        finally:
+            model.client.close()
 
 
 def _submitted(text: str) -> bool:
