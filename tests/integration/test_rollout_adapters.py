@@ -8,6 +8,7 @@ answered and counted, a dead endpoint makes the trajectory invalid."""
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,46 @@ HARNESSES = [
     )
     for name in ("mini-swe-agent", "openai-agents")
 ]
+
+
+class _Outbound:
+    """Every socket connection and name lookup this process makes, unless it is loopback
+    (a Python audit hook: it sees litellm's and the SDK's traffic, whichever client they
+    use). Audit hooks cannot be removed, so it records only while ``active``."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.seen: list[str] = []
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.active:
+            return
+        if event == "socket.connect":
+            address = args[1]
+            host = address[0] if isinstance(address, tuple) else str(address)
+        elif event == "socket.getaddrinfo":
+            host = str(args[0])
+        else:
+            return
+        if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("/"):
+            self.seen.append(f"{event} {host}")
+
+
+_OUTBOUND = _Outbound()
+
+
+@pytest.fixture(autouse=True)
+def nothing_phones_home() -> Iterator[None]:
+    """No adapter talks to anything but the loopback gateway (no cost map download, no
+    trace upload, no telemetry)."""
+    _OUTBOUND.seen.clear()
+    _OUTBOUND.active = True
+    try:
+        yield
+    finally:
+        _OUTBOUND.active = False
+    assert _OUTBOUND.seen == []
 
 
 @pytest.fixture(scope="module")
