@@ -7,6 +7,7 @@ answered and counted, a dead endpoint makes the trajectory invalid."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
@@ -18,11 +19,12 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkgym.cli import app
+from coworkgym.logs import configure_logging
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.rollout import adapters
 from coworkgym.rollout.engine import RolloutEngine, RolloutLimits
 from coworkgym.rollout.harness import HarnessError, PolicyConfig, get_harness
-from coworkgym.rollout.trajectory import Trajectory
+from coworkgym.rollout.trajectory import Trajectory, read_jsonl
 from tests.fixtures.llm.server import ScriptedServer
 from tests.support.builders import good_package
 
@@ -289,3 +291,32 @@ def test_the_command_refuses_an_adapter_it_cannot_run(
     missing = runner.invoke(app, [*call, *url, "--harness", "mini-swe-agent"])
     assert missing.exit_code == 2
     assert "cowork-gym[harnesses]" in flat(missing.output)
+
+
+def test_the_command_rolls_both_adapters_out_and_stores_what_reloads(
+    package: EnvironmentPackage, tmp_path: Path
+) -> None:
+    served = [name for name in ("mini-swe-agent", "openai-agents") if not missing(name)]
+    if not served:
+        pytest.skip("no adapter library installed")
+    configure_logging()  # as `main()` does: logs on stderr, stdout keeps the JSON
+    where = package.write(tmp_path / "envs" / package.name)
+    solve = [call("shell", command=solve_command(package)), finish("report.xlsx")]
+    out = tmp_path / "rollouts"
+    with ScriptedServer.from_lanes({"agent": solve * len(served)}) as server:
+        harnesses = [arg for name in served for arg in ("--harness", name)]
+        args = [str(where), *harnesses, "--model", MODEL, "--base-url", server.url]
+        result = CliRunner().invoke(
+            app, ["rollout", *args, "--workers", "1", "--out", str(out), "--json"]
+        )
+    assert result.exit_code == 0, result.output
+    rows = {row["harness"]: row for row in json.loads(result.stdout)["harnesses"]}
+    assert set(rows) == set(served)
+    assert all(row["valid"] == 1 and row["pass_rate"] == 1.0 for row in rows.values())
+    stored = list(read_jsonl(out / "trajectories.jsonl"))
+    assert sorted(t.policy.harness for t in stored) == sorted(served)
+    assert all(t.reward == 1.0 for t in stored)
+
+
+def missing(name: str) -> bool:
+    return adapters.missing_library(name) is not None
