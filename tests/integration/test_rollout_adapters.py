@@ -242,6 +242,22 @@ def test_a_dead_endpoint_makes_the_trajectory_invalid(
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
+def test_an_endpoint_that_refuses_token_ids_is_asked_again_without_them(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    refuse = {
+        "status": 400,
+        "headers": {"x-should-retry": "false"},
+        "body": {"error": {"message": "unknown field return_token_ids", "type": "invalid"}},
+    }
+    trajectory, server = roll(engine, package, harness, [refuse, finish()])
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    first, second = (r.body for r in server.requests)
+    assert first.get("return_token_ids") is True and first.get("logprobs") is True
+    assert "return_token_ids" not in second and "logprobs" not in second
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
 def test_a_spent_token_budget_ends_the_rollout_as_such(
     package: EnvironmentPackage, harness: str
 ) -> None:
