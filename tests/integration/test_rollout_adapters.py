@@ -163,6 +163,11 @@ def test_a_scripted_model_solves_through_the_library_in_the_sandbox(
     assert [m.tool_call_id for m in results] == [c.id for m in agent for c in m.tool_calls]
     sent = server.requests[2].tool_results()
     assert sent[-1] == results[1].content
+    # ...and the context the record holds is the one the library sent
+    opening = [(m["role"], m["content"]) for m in server.requests[0].messages]
+    assert opening == [(m.role, m.content) for m in trajectory.messages[:2]]
+    offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+    assert offered[-2:] == ["ask_user", "finish"] and "shell" in offered
     # the shell ran in the agent's sandbox: no private files, no host tree, a private /tmp
     outputs = tool_outputs(trajectory)
     assert "probe-done" in outputs
