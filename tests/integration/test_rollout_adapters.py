@@ -236,6 +236,23 @@ def test_malformed_calls_are_answered_and_a_plain_reply_ends_the_turn(
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
+def test_the_user_answers_a_question_and_a_model_that_never_stops_meets_max_steps(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    asks = [call("ask_user", question="Which months should the report cover?")]
+    steps = asks + [call("list_files", path=".")] * 5
+    trajectory, server = roll(engine, package, harness, steps, max_steps=4)
+    assert trajectory.termination.reason == "max_steps", trajectory.termination
+    assert len(trajectory.agent_messages()) == 4 and server.remaining("agent") == 2
+    answers = [i for i in trajectory.interventions if i.kind == "answer"]
+    assert len(answers) == 1
+    answered = next(m for m in trajectory.messages if m.role == "tool")
+    assert answered.source == "user" and answered.content == answers[0].message
+    assert server.requests[1].tool_results() == [answers[0].message]
+    assert trajectory.verification is not None and trajectory.verification.valid
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
 def test_a_dead_endpoint_makes_the_trajectory_invalid(
     engine: RolloutEngine, package: EnvironmentPackage, harness: str
 ) -> None:
