@@ -27,29 +27,29 @@ keys or limits) are kept out of rollouts.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
-from pathlib import Path
 from typing import Any
 
-# Before litellm or minisweagent is imported: no cost map download, no banner, no user .env.
+# Before litellm or minisweagent is imported: no cost map download, no banner, and mini's
+# global config folder (whose .env it loads into the environment) a fresh private one, not
+# the user's ~/.config/mini-swe-agent nor a shared path someone else could plant a .env in.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("MSWEA_COST_TRACKING", "ignore_errors")
-os.environ.setdefault(
-    "MSWEA_GLOBAL_CONFIG_DIR", str(Path(tempfile.gettempdir()) / "cowork-gym-mini-swe-agent")
-)
+if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
+    os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="cwg-mini-swe-agent-")
 
 import litellm
 import openai
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.exceptions import Submitted
 from minisweagent.models.litellm_model import LitellmModel
+from openai.types.chat import ChatCompletion
 
 from ..harness import Episode, HarnessError, PolicyConfig
 from ..tool_calling import tokens_of
-from ..trajectory import ToolCall
+from ..trajectory import TokenRecord, ToolCall
 from . import endpoint_failure
 
 litellm.suppress_debug_info = True  # no "Provider List" banner on every call
@@ -225,13 +225,14 @@ def _submitted(text: str) -> bool:
     return bool(sep) and stdout.lstrip().startswith(SUBMIT_MARKER)
 
 
-def _tokens(response: Any) -> Any:
-    """Token ids and logprobs, when litellm passed the server's through."""
+def _tokens(response: Any) -> TokenRecord | None:
+    """Token ids and logprobs, when litellm passed the server's through (it keeps the
+    choice's extra fields in the response mini stores with each message)."""
     if not isinstance(response, dict) or not response.get("choices"):
         return None
     try:
-        reply = openai.types.chat.ChatCompletion.model_validate(json.loads(json.dumps(response)))
-    except (ValueError, TypeError):
+        reply = ChatCompletion.model_validate(response)
+    except ValueError:  # pydantic's ValidationError: not a reply we can read tokens from
         return None
     return tokens_of(reply, reply.choices[0]) if reply.choices else None
 
