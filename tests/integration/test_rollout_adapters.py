@@ -358,3 +358,15 @@ def test_the_command_rolls_both_adapters_out_and_stores_what_reloads(
 
 def missing(name: str) -> bool:
     return adapters.missing_library(name) is not None
+
+
+@pytest.mark.skipif(missing("openai-agents"), reason="openai-agents is not installed")
+def test_an_sdk_exception_ends_the_rollout_as_a_harness_crash(
+    engine: RolloutEngine, package: EnvironmentPackage
+) -> None:
+    # the SDK refuses a completion cut off before any token (finish_reason "length")
+    steps = [call("list_files", path="."), {"content": "", "finish_reason": "length"}]
+    trajectory, _ = roll(engine, package, "openai-agents", steps)
+    assert trajectory.termination.reason == "harness_crash", trajectory.termination
+    assert "openai-agents: ModelBehaviorError" in trajectory.termination.detail
+    assert trajectory.verification is not None and not trajectory.verification.valid

@@ -35,7 +35,6 @@ import httpx
 import openai
 from agents import (
     Agent,
-    AgentsException,
     FunctionTool,
     FunctionToolResult,
     MaxTurnsExceeded,
@@ -170,7 +169,7 @@ class OpenAIAgentsHarness:
                 raise HarnessError("max_steps", f"{LIBRARY}: {exc}") from exc
         except openai.APIError as exc:
             raise endpoint_failure(exc, LIBRARY) from exc
-        except (AgentsException, Exception) as exc:
+        except Exception as exc:  # AgentsException (ModelBehaviorError, UserError, …) or a bug
             raise HarnessError(
                 "harness_crash", f"{LIBRARY}: {type(exc).__name__}: {exc}"[:500]
             ) from exc
