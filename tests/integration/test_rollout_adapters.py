@@ -356,6 +356,34 @@ def test_the_command_rolls_both_adapters_out_and_stores_what_reloads(
     assert all(t.reward == 1.0 for t in stored)
 
 
+def test_parallel_workers_run_adapter_rollouts_side_by_side(
+    package: EnvironmentPackage, tmp_path: Path
+) -> None:
+    served = [name for name in ("mini-swe-agent", "openai-agents") if not missing(name)]
+    if not served:
+        pytest.skip("no adapter library installed")
+    configure_logging()
+    where = package.write(tmp_path / "envs" / package.name)
+    samples = 2
+    rollouts = samples * len(served)
+    out = tmp_path / "rollouts"
+    # every reply is the same, so the lane serves the interleaved rollouts in any order
+    with ScriptedServer.from_lanes({"agent": [finish()] * rollouts}) as server:
+        harnesses = [arg for name in served for arg in ("--harness", name)]
+        args = [str(where), *harnesses, "--model", MODEL, "--base-url", server.url]
+        result = CliRunner().invoke(
+            app,
+            ["rollout", *args, "--samples", str(samples), "--workers", "3", "--out", str(out)],
+        )
+        assert result.exit_code == 0, result.output
+        assert server.remaining("agent") == 0
+    stored = list(read_jsonl(out / "trajectories.jsonl"))
+    assert len(stored) == rollouts and len({t.id for t in stored}) == rollouts
+    assert all(t.termination.reason == "agent_done" for t in stored)
+    # each rollout's record holds its own completion only
+    assert all(len(t.agent_messages()) == 1 for t in stored)
+
+
 def missing(name: str) -> bool:
     return adapters.missing_library(name) is not None
 
