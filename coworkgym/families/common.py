@@ -14,10 +14,11 @@ How a family is assembled (see ``weather_report.py`` for a short, complete one):
 2. **Draft the task** in ``draft(params)``: draw the data from a bundled resource
    (``read_csv_resource``, ``resource_bytes``) with ``params.rng(salt)``, choose the later
    turns with ``plan_turns`` and make each with ``input_turn`` (the user replaces or edits
-   an input) or ``requirement_turn`` (the user changes what is wanted). Fill the reference
-   solution template with ``fill_template`` (``__NAME__`` placeholders, e.g. the turn from
-   which a requirement applies), the user with ``user_state``, and the artifacts with
-   ``input_artifacts`` / ``output_artifacts``; return a ``FamilyDraft``.
+   an input) or ``requirement_turn`` (the user changes what is wanted). Write the reference
+   solution with ``python_solution`` (a python3 body that solve.sh runs) and fill its
+   ``__NAME__`` placeholders with ``fill_template`` (e.g. the turn from which a requirement
+   applies); the user with ``user_state``, the artifacts with ``input_artifacts`` /
+   ``output_artifacts``; return a ``FamilyDraft``.
 3. **Write the verifier** in ``verifier(built, params)`` from ``built.final_inputs()`` only
    (never from the reference outputs): ``Component``s (``json_value`` for a JSON pointer),
    a red line (``inputs_unmodified`` for inputs the agent must not touch), one rubric item,
@@ -133,6 +134,19 @@ def requirement_added(built: BuilderOutput) -> bool:
 
 
 # ---- the draft --------------------------------------------------------------------------------
+
+
+def python_solution(purpose: str, body: str, *env: str) -> str:
+    """A reference ``solve.sh`` that runs ``body`` with python3 in the workspace (once per
+    user turn; ``COWORK_TURN`` says which). Each name in ``env`` is set from a ``__NAME__``
+    placeholder that ``fill_template`` fills, e.g. the turn from which a requirement applies.
+    ``purpose`` becomes the header comment (one comment line per line)."""
+    comment = "\n".join(f"# {line}" for line in f"Reference solution: {purpose}".splitlines())
+    run = " ".join([*(f"{name}=__{name}__" for name in env), "python3 - <<'PY'"])
+    return (
+        f"#!/usr/bin/env bash\n{comment}\nset -euo pipefail\n"
+        f'cd "${{COWORK_WORKSPACE:-/app}}"\n{run}\n{body}PY\n'
+    )
 
 
 def fill_template(template: str, **values: object) -> str:
@@ -303,6 +317,7 @@ __all__ = [
     "output_artifacts",
     "parse_csv",
     "plan_turns",
+    "python_solution",
     "read_csv_resource",
     "requirement_added",
     "requirement_turn",

@@ -37,6 +37,7 @@ from .common import (
     inputs_unmodified,
     output_artifacts,
     parse_csv,
+    python_solution,
     read_csv_resource,
     requirement_added,
     requirement_turn,
@@ -184,13 +185,10 @@ BUGS = (
     ),
 )
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: fix the planted bugs in stats_utils.py, apply later requirements,
-# run the visible tests and write FIXES.md.
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-NONE_FROM_TURN=__NONE_FROM_TURN__ SPREAD_FROM_TURN=__SPREAD_FROM_TURN__ python3 - <<'PY'
-import os
+SOLVE = python_solution(
+    "fix the planted bugs in stats_utils.py, apply later requirements,\n"
+    "run the visible tests and write FIXES.md.",
+    r"""import os
 import re
 import subprocess
 import sys
@@ -232,8 +230,10 @@ for function, cause in notes:
 lines.append(f"Tests passed: {passed}")
 with open("FIXES.md", "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
-PY
-"""
+""",
+    "NONE_FROM_TURN",
+    "SPREAD_FROM_TURN",
+)
 
 
 class FixFailingFunction(TaskFamily):

@@ -40,6 +40,7 @@ from .common import (
     json_value,
     output_artifacts,
     plan_turns,
+    python_solution,
     read_csv_resource,
     requirement_added,
     requirement_turn,
@@ -67,13 +68,10 @@ YEAR_RE = re.compile(r"(?:19|20)\d{2}")
 MONTH_RE = re.compile(r"(?:19|20)\d{2}-?(\d{2})")
 SIZES = {"easy": (6, 1), "medium": (9, 2), "hard": (13, 3)}  # distinct files, duplicates
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: organize inbox/ into organized/<category>/<year>/, drop duplicates,
-# keep manifest.json as the record of where every original went.
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-MONTHS_FROM_TURN=__MONTHS_FROM_TURN__ python3 - <<'PY'
-import hashlib
+SOLVE = python_solution(
+    "organize inbox/ into organized/<category>/<year>/, drop duplicates,\n"
+    "keep manifest.json as the record of where every original went.",
+    r"""import hashlib
 import json
 import os
 import re
@@ -128,8 +126,9 @@ for folder in sorted(Path(".").glob("organized/**/"), key=lambda p: -len(p.parts
 manifest["moved"] = sum(1 for v in manifest["files"].values() if isinstance(v, str))
 manifest["duplicates"] = sum(1 for v in manifest["files"].values() if isinstance(v, dict))
 Path("manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-PY
-"""
+""",
+    "MONTHS_FROM_TURN",
+)
 
 CHECK = (
     '''"""Cowork-Gym check for the folder-organizing task (mode: __MODE__).

@@ -43,6 +43,7 @@ from .common import (
     output_artifacts,
     parse_csv,
     plan_turns,
+    python_solution,
     read_csv_resource,
     requirement_added,
     requirement_turn,
@@ -63,12 +64,9 @@ SIZES = {  # months of trading, symbols traded, then bank-only, books-only, mist
 BANK_ONLY = (("Account maintenance fee", -25.0), ("Interest credit", 4.17), ("Wire fee", -15.0))
 MONTH_ABBR = tuple(calendar.month_abbr[1:])  # "Jan 1 2004" in stocks.csv
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: reconcile bank.csv against books.csv.
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-STALE_FROM_TURN=__STALE_FROM_TURN__ CUTOFF=__CUTOFF__ python3 - <<'PY'
-import csv
+SOLVE = python_solution(
+    "reconcile bank.csv against books.csv.",
+    r"""import csv
 import json
 import os
 import openpyxl
@@ -130,8 +128,10 @@ if stale:
     summary["stale"] = len(old)
 with open("reconciliation.json", "w") as f:
     json.dump(summary, f, indent=2)
-PY
-"""
+""",
+    "STALE_FROM_TURN",
+    "CUTOFF",
+)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from .common import (
     input_turn,
     inputs_unmodified,
     output_artifacts,
+    python_solution,
     read_csv_resource,
     rubric,
     user_state,
@@ -91,12 +92,9 @@ PEOPLE = (
 # easy → medium → hard: more people and items, first-name references, mixed date formats
 SIZES = {"easy": (4, 3, 2), "medium": (5, 5, 3), "hard": (7, 7, 4)}
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: parse the meeting notes; write action_items.csv and memo.md.
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-python3 - <<'PY'
-import calendar
+SOLVE = python_solution(
+    "parse the meeting notes; write action_items.csv and memo.md.",
+    r"""import calendar
 import csv
 import re
 from datetime import date
@@ -162,8 +160,8 @@ memo = [
 ]
 memo += [f"- {o}: {t} (due {d.isoformat()})" for o, t, d in sorted(actions, key=lambda a: a[2])]
 open("memo.md", "w", encoding="utf-8").write("\n".join(memo) + "\n")
-PY
-"""
+""",
+)
 
 
 @dataclass(frozen=True)

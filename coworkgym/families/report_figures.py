@@ -38,6 +38,7 @@ from .common import (
     json_value,
     output_artifacts,
     plan_turns,
+    python_solution,
     read_csv_resource,
     requirement_added,
     requirement_turn,
@@ -64,12 +65,9 @@ SIZES = {"easy": (3, 2), "medium": (6, 3), "hard": (12, 4)}  # months, sectors
 MONTHS = tuple(calendar.month_name[1:])
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed member timestamps: the same seed, the same bytes
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: read the brief's sentences and table; write figures.csv/figures.json.
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-PEAK_FROM_TURN=__PEAK_FROM_TURN__ python3 - <<'PY'
-import calendar
+SOLVE = python_solution(
+    "read the brief's sentences and table; write figures.csv/figures.json.",
+    r"""import calendar
 import csv
 import json
 import os
@@ -131,8 +129,9 @@ if with_peak:
     document["peak"] = {s: max(sorted(figures[s]), key=lambda k: figures[s][k]) for s in sectors}
 with open("figures.json", "w") as f:
     json.dump(document, f, indent=2, sort_keys=True)
-PY
-"""
+""",
+    "PEAK_FROM_TURN",
+)
 
 CHECK = (
     '''"""Cowork-Gym check for the figure-extraction task (mode: __MODE__).

@@ -34,6 +34,7 @@ from .common import (
     output_artifacts,
     parse_csv,
     plan_turns,
+    python_solution,
     read_csv_resource,
     requirement_added,
     requirement_turn,
@@ -54,15 +55,11 @@ OUTPUTS = ("report.xlsx", "summary.json")
 # groups), so the family draws the one full year whose labels follow the rain gauge.
 YEARS = ("2012",)
 
-SOLVE = r"""#!/usr/bin/env bash
-# Reference solution: monthly weather report (report.xlsx) and summary (summary.json).
-set -euo pipefail
-cd "${COWORK_WORKSPACE:-/app}"
-WIND_FROM_TURN=__WIND_FROM_TURN__ python3 - <<'PY'
-import csv, json, os
+SOLVE = python_solution(
+    "monthly weather report (report.xlsx) and summary (summary.json).",
+    r"""import csv, json, os
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
 import openpyxl
 
 turn = int(os.environ.get("COWORK_TURN", "0"))
@@ -99,8 +96,9 @@ if with_wind:
     summary["windiest_month"] = max(sorted(winds), key=lambda m: winds[m])
 with open("summary.json", "w") as f:
     json.dump(summary, f, indent=2)
-PY
-"""
+""",
+    "WIND_FROM_TURN",
+)
 
 
 class WeatherReport(TaskFamily):
