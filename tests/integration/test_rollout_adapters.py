@@ -253,6 +253,21 @@ def test_the_user_answers_a_question_and_a_model_that_never_stops_meets_max_step
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
+def test_a_long_episode_is_kept_under_the_context_budget_on_the_wire_only(
+    engine: RolloutEngine, package: EnvironmentPackage, harness: str
+) -> None:
+    loud = call("shell", command="python3 -c \"print('x' * 11000)\"")
+    trajectory, server = roll(engine, package, harness, [loud] * 17 + [finish()], max_steps=25)
+    assert trajectory.termination.reason == "agent_done", trajectory.termination
+    last = server.requests[-1].tool_results()
+    assert len(last) == 17 and "elided to save context" in last[0]
+    assert "elided" not in last[-1]  # the newest results go out whole
+    assert sum(len(text) for text in last) < 160_000
+    recorded = [m.content for m in trajectory.messages if m.role == "tool"]
+    assert all("elided" not in text and text.count("x") >= 11000 for text in recorded[:17])
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
 def test_a_dead_endpoint_makes_the_trajectory_invalid(
     engine: RolloutEngine, package: EnvironmentPackage, harness: str
 ) -> None:

@@ -27,6 +27,7 @@ keys or limits) are kept out of rollouts.
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from typing import Any
@@ -47,8 +48,9 @@ from minisweagent.exceptions import Submitted
 from minisweagent.models.litellm_model import LitellmModel
 from openai.types.chat import ChatCompletion
 
+from ...llm import context
 from ..harness import Episode, HarnessError, PolicyConfig
-from ..tool_calling import tokens_of
+from ..tool_calling import CONTEXT_CHARS, KEEP_RECENT, tokens_of
 from ..trajectory import TokenRecord, ToolCall
 from . import endpoint_failure
 
@@ -110,6 +112,16 @@ class _EpisodeModel(LitellmModel):
             client=self.client,
             **(self.config.model_kwargs | self.token_extras | kwargs),
         )
+
+    def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """mini keeps the whole conversation; the wire is kept under the built-in harness's
+        character budget the same way (old tool results, then old arguments, elided — the
+        record keeps them whole)."""
+        prepared: list[dict[str, Any]] = super()._prepare_messages_for_api(messages)
+        if context.size(prepared) > CONTEXT_CHARS:
+            prepared = copy.deepcopy(prepared)  # mini's own history stays whole
+            context.compact(prepared, CONTEXT_CHARS, KEEP_RECENT)
+        return prepared
 
     def query(self, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
         try:

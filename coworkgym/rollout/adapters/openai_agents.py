@@ -25,6 +25,7 @@ What is the SDK's and what is the episode's:
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from typing import Any
 
@@ -47,11 +48,13 @@ from agents import (
     ToolExecutionConfig,
     ToolsToFinalOutputResult,
 )
+from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 from openai.types.chat import ChatCompletion
 
+from ...llm import context
 from ..harness import Episode, HarnessError, PolicyConfig
-from ..tool_calling import tokens_of
+from ..tool_calling import CONTEXT_CHARS, KEEP_RECENT, tokens_of
 from ..trajectory import ToolCall
 from . import endpoint_failure
 
@@ -114,6 +117,35 @@ class _TurnControl:
         self.pending = self.episode.pending_user_message()
         self.stopped = self.pending is not None or self.episode.done
         return ToolsToFinalOutputResult(is_final_output=self.stopped, final_output="")
+
+
+def _compact(data: CallModelData[Any]) -> ModelInputData:
+    """The SDK sends the whole run every call; keep it under the built-in harness's
+    character budget the same way (old tool outputs, then old call arguments, elided — the
+    record keeps them whole). The SDK's items are viewed as chat messages for
+    ``context.compact`` and the elisions copied back into copies of the items."""
+    items: list[Any] = [dict(item) for item in data.model_data.input]
+    views: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call_output":
+            views.append({"role": "tool", "content": str(item.get("output") or "")})
+        elif kind == "function_call":
+            function = {"arguments": str(item.get("arguments") or "")}
+            views.append({"role": "assistant", "tool_calls": [{"function": function}]})
+        else:
+            content = str(item.get("content") or "")
+            views.append({"role": str(item.get("role", "")), "content": content})
+    before = copy.deepcopy(views)
+    if context.compact(views, CONTEXT_CHARS, KEEP_RECENT):
+        for item, view, was in zip(items, views, before, strict=True):
+            if view == was:
+                continue  # untouched: the item keeps its own form
+            if item.get("type") == "function_call_output":
+                item["output"] = view["content"]
+            elif item.get("type") == "function_call":
+                item["arguments"] = view["tool_calls"][0]["function"]["arguments"]
+    return ModelInputData(input=items, instructions=data.model_data.instructions)
 
 
 def _episode_tools(episode: Episode) -> list[FunctionTool]:
@@ -200,6 +232,7 @@ class OpenAIAgentsHarness:
             tool_not_found_behavior="return_error_to_model",
             tool_error_formatter=tap.tool_not_found,
             tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1),  # in order
+            call_model_input_filter=_compact,
         )
         items: list[Any] = [{"role": "user", "content": episode.instruction}]
         try:
