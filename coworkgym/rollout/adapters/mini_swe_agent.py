@@ -12,7 +12,8 @@ What is mini-swe-agent's and what is the episode's:
   else — instead of mini's ``LocalEnvironment`` (``subprocess`` on this host).
 - The model is offered the episode's tools and system prompt instead of mini's bash-only
   templates, and each observation is the tool's output verbatim, so the trajectory records
-  exactly what the model saw. Every tool call is handed to the episode, which answers a
+  what the model saw (past the built-in harness's context budget the oldest tool results
+  go out elided, as there; the record keeps them whole). Every tool call is handed to the episode, which answers a
   malformed one (unknown tool, bad JSON) as an error and counts it; mini's own format-error
   retries never fire.
 - Turn ends: a ``finish`` call, a reply without tool calls, or mini's own submit signal (a
