@@ -62,7 +62,7 @@ class LocalRuntime:
         self.sandbox_runs = 0
         self.sandbox_cpu_seconds = 0.0  # CPU inside sandboxes (not seen by rusage)
         self._counting = threading.Lock()  # verify_many runs sandboxes from threads
-        self.parallel = max(1, os.cpu_count() or 1)
+        self.parallel = max(1, len(os.sched_getaffinity(0)))  # verifier runs at once
 
     def _run(self, *args: Any, **kwargs: Any) -> SandboxResult:
         result = self.sandbox.run(*args, **kwargs)
