@@ -13,9 +13,9 @@ What is mini-swe-agent's and what is the episode's:
 - The model is offered the episode's tools and system prompt instead of mini's bash-only
   templates, and each observation is the tool's output verbatim, so the trajectory records
   what the model saw (past the built-in harness's context budget the oldest tool results
-  go out elided, as there; the record keeps them whole). Every tool call is handed to the episode, which answers a
-  malformed one (unknown tool, bad JSON) as an error and counts it; mini's own format-error
-  retries never fire.
+  go out elided, as there; the record keeps them whole). Every tool call is handed to the
+  episode, which answers a malformed one (unknown tool, bad JSON) as an error and counts
+  it; mini's own format-error retries never fire.
 - Turn ends: a ``finish`` call, a reply without tool calls, or mini's own submit signal (a
   shell command whose output starts with ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``). A later
   user turn is appended to mini's message list and its loop goes on; once the episode is
