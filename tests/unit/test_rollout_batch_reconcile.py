@@ -369,3 +369,50 @@ def test_network_policies_fence_each_kind_of_pod() -> None:
     gateway = policies["rb1-egress-gateway"]
     assert gateway["podSelector"]["matchLabels"][bb.LABEL_EGRESS] == "gateway"
     assert gateway["egress"][0]["to"][0]["podSelector"]["matchLabels"] == {"app": "llm-gateway"}
+
+
+# ---- pods that cannot start -----------------------------------------------------------
+def test_a_rollout_pod_that_cannot_start_becomes_invalid_after_the_grace() -> None:
+    from datetime import timedelta
+
+    from coworkgym_operator.reconcile.pods import PodProblem, PodStart
+
+    cluster = FakeCluster()
+    b = batch()
+    for _ in range(5):  # into the rollouts
+        plan = reconcile_batch(b, cluster.observe(b), SETTINGS)
+        cluster.apply(plan)
+        b = {**b, "status": plan.status}
+        if plan.status["running"]:
+            break
+        cluster.tick()
+    rid = sorted(plan.status["running"])[0]
+    name = f"rb1-rollout-{rid}"
+    problem = PodStart(problem=PodProblem("ImagePull", "ErrImageNeverPull", "not present"))
+    created = NOW - timedelta(seconds=SETTINGS.operator.stage_start_grace_seconds - 1)
+    waiting = JobObservation(name, "running", created_at=created, start=problem)
+    base = cluster.observe(b)
+    early = reconcile_batch(b, replace(base, jobs={**base.jobs, name: waiting}), SETTINGS)
+    assert rid in early.status["running"]  # within the grace: it may still start
+    late = replace(waiting, created_at=NOW - timedelta(hours=1))
+    plan = reconcile_batch(b, replace(base, jobs={**base.jobs, name: late}), SETTINGS)
+    outcome = plan.status["outcomes"][rid]
+    assert outcome.startswith("invalid: infrastructure: the rollout pod did not start")
+    assert "ErrImageNeverPull" in outcome
+    assert ("Job", name) in plan.delete and plan.status["phase"] == "Running"
+
+
+def test_a_fetch_pod_that_cannot_start_fails_the_batch() -> None:
+    from datetime import timedelta
+
+    from coworkgym_operator.reconcile.pods import PodStart
+
+    b = batch()
+    plan = reconcile_batch(b, observed(), SETTINGS)
+    b = {**b, "status": plan.status}
+    unscheduled = JobObservation(
+        "rb1-fetch", "running", created_at=NOW - timedelta(hours=1), start=PodStart()
+    )
+    plan = reconcile_batch(b, observed(jobs={"rb1-fetch": unscheduled}), SETTINGS)
+    assert conditions(plan)["Fetched"] == ("False", "FetchFailed")
+    assert "not scheduled" in plan.status["message"] and ("Job", "rb1-fetch") in plan.delete

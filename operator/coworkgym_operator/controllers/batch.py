@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import socket
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +72,7 @@ def observe(batch: dict[str, Any]) -> BatchObserved:
         unreachable=unreachable,
         jobs=jobs,
         existing_children=bk.existing_children(namespace, name),
+        now=datetime.now(UTC),
     )
 
 

@@ -267,8 +267,14 @@ def _fetch(
 ) -> None:
     name = job_name(batch["metadata"]["name"], "fetch")
     job = observed.jobs.get(name)
-    if job is None or job.state == "running":
-        if job is None and f"Job/{name}" not in observed.existing_children:
+    if job is not None and job.state == "running":
+        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
+        if why:
+            state.plan.delete.append(("Job", name))
+            state.fail(R.FETCH_FAILED, f"fetching the packages failed: the fetch pod {why}")
+        return
+    if job is None:
+        if f"Job/{name}" not in observed.existing_children:
             state.plan.create.append(fetch_job(batch, spec, state.status.environments, settings))
         return
     if job.state == "missing":
@@ -310,6 +316,21 @@ def all_ids(spec: RolloutBatchSpec, environments: int) -> list[str]:
     ]
 
 
+def stuck(job: JobObservation, now: datetime | None, grace_s: float) -> str:
+    """Why a running Job's pod will not start (image pull, no node fits, bad config), once
+    it has failed to start for ``grace_s``; "" while it may still start. A scheduled pod
+    still pulling its image is left alone (the Job's deadline bounds it)."""
+    start = job.start
+    if start.started or now is None or job.created_at is None:
+        return ""
+    if start.problem is None and start.scheduled:
+        return ""
+    if (now - job.created_at).total_seconds() < grace_s:
+        return ""
+    why = start.problem.describe() if start.problem else "its pod was not scheduled"
+    return f"did not start within {grace_s:g} s: {why}"
+
+
 def _rollouts(
     state: _State,
     batch: Manifest,
@@ -320,9 +341,17 @@ def _rollouts(
     status = state.status
     environments = status.environments or []
     name = batch["metadata"]["name"]
+    grace = settings.operator.stage_start_grace_seconds
     for rid, where in sorted(status.running.items()):
         job = observed.jobs.get(job_name(name, where, rid))
-        if job is None or job.state == "running":
+        if job is None:
+            continue
+        if job.state == "running":
+            why = stuck(job, observed.now, grace)
+            if why:  # an infrastructure fault: that rollout is invalid, the batch goes on
+                policy = spec.policies[parse_rollout_id(rid)[1]]
+                outcome = f"{INVALID}: infrastructure: the {where} pod {why}"
+                _record(state, rid, policy.label, outcome)
             continue
         if job.state == "missing":  # deleted under us, or never made: make it again
             state.plan.create.append(_step_job(batch, spec, rid, where, environments, settings))
@@ -432,6 +461,10 @@ def _collect(
         _create(state, observed, collect_job(batch, spec, ids, settings))
         return
     if job.state == "running":
+        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
+        if why:
+            state.plan.delete.append(("Job", name))
+            state.fail(R.COLLECT_FAILED, f"collecting failed: the collect pod {why}")
         return
     result = job.result or {}
     if not result.get("ok"):
