@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..package.harbor_ignore import unhonoured
 from ..package.package import (
     ARTIFACT_GRAPH,
     COWORK_DIRS,
@@ -82,6 +83,14 @@ def harbor_structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
     for rel in dict.fromkeys(required):
         if not pkg.files.get(rel, b"").strip():
             yield Defect.of(DefectCode.PACKAGE_STRUCTURE, f"{rel} is missing or empty", file=rel)
+    for rel in unhonoured(pkg.files):
+        yield Defect.of(
+            DefectCode.PACKAGE_STRUCTURE,
+            f"{rel} cannot be applied here (install the harbor extra for pathspec); "
+            "the files it excludes are uploaded",
+            severity="warning",
+            file=rel,
+        )
     missing = [rel for rel in solutions if rel not in pkg.files]
     if missing:
         yield Defect.of(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..package.harbor_ignore import uploaded
 from ..package.package import EnvironmentPackage
 from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
 from .batch import BATCH_ROOT, DRIVER, batch_dirs, batchable
@@ -81,7 +82,7 @@ class LocalRuntime:
         step: str | None = None,
     ) -> SandboxResult:
         """The oracle: ``solution/solve.sh``, or one Harbor step's ``steps/<step>/solution``."""
-        solution = pkg.under(f"steps/{step}/solution" if step else "solution")
+        solution = uploaded(pkg.files, f"steps/{step}/solution" if step else "solution")
         return self.run_script(solution, workspace, workdir, turn, pkg.config.solution.env)
 
     def prepare_step(
@@ -155,9 +156,9 @@ class LocalRuntime:
         with tempfile.TemporaryDirectory(prefix="cwg-verify-") as tmp:
             root = Path(tmp)
             tests, logs, ws = root / "tests", root / "logs", root / "workspace"
-            write_files(tests, pkg.under("tests"))
+            write_files(tests, uploaded(pkg.files, "tests"))
             if step is not None:
-                write_files(tests, pkg.under(f"steps/{step}/tests"))
+                write_files(tests, uploaded(pkg.files, f"steps/{step}/tests"))
             logs.mkdir()
             copy_tree(workspace, ws)
             mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
@@ -209,7 +210,7 @@ class LocalRuntime:
         with tempfile.TemporaryDirectory(prefix="cwg-verify-batch-") as tmp:
             root = Path(tmp)
             tests = root / "tests"
-            write_files(tests, pkg.under("tests"))
+            write_files(tests, uploaded(pkg.files, "tests"))
             pairs = batch_dirs(root / "batch", len(workspaces))
             for workspace, (ws, _) in zip(workspaces, pairs, strict=True):
                 copy_tree(workspace, ws)

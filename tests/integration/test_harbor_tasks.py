@@ -36,7 +36,9 @@ def reports() -> dict[str, DetectorReport]:
 def test_every_fixture_is_labelled() -> None:
     on_disk = {p.name for p in FIXTURES.iterdir() if p.is_dir()}
     assert on_disk == set(LABELS)
-    assert len(SOUND) >= 5 and len(DEFECTIVE) >= 4 and UNRUNNABLE
+    assert len(SOUND) >= 6 and len(DEFECTIVE) >= 5 and len(UNRUNNABLE) >= 2
+    multi_step = [n for n in LABELS if (FIXTURES / n / "steps").is_dir()]
+    assert {LABELS[n]["verdict"] for n in multi_step} >= {"pass", "fail"}
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
@@ -72,7 +74,7 @@ def test_unrunnable_task_is_could_not_run_not_a_defect(
 ) -> None:
     report = reports[name]
     assert report.verdict == "could not run", report.to_json()
-    assert report.could_not_run and "network" in report.could_not_run
+    assert report.could_not_run and LABELS[name]["reason"] in report.could_not_run
     assert not report.errors
 
 
@@ -99,6 +101,11 @@ def test_multi_step_task_runs_every_step(reports: dict[str, DetectorReport]) -> 
     report = reports["multi-step"]
     assert report.stats.solution_runs == 2
     assert "net_totals.json" in report.stats.outputs  # the last step's deliverable was probed
+
+
+def test_harborignore_keeps_files_out_of_tests(reports: dict[str, DetectorReport]) -> None:
+    """tests/wip/ holds a failing draft test; Harbor does not upload it, so neither do we."""
+    assert reports["harborignore-wip-test"].stats.reference_reward == 1.0
 
 
 def test_shared_mode_is_reported_once(reports: dict[str, DetectorReport]) -> None:

@@ -11,6 +11,7 @@ import pytest
 import tomli_w
 
 from coworkgym.package.errors import PackageError
+from coworkgym.package.harbor_ignore import uploaded
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.runtime.local import read_outcome, read_rewards
 from coworkgym.sandbox import SandboxResult
@@ -132,3 +133,18 @@ def test_reward_json_wins_over_reward_txt(tmp_path: Path) -> None:
 def test_rewards_harbor_refuses_are_invalid(tmp_path: Path, name: str, text: str) -> None:
     rewards, why = read_rewards(_write(tmp_path / "logs", name, text))
     assert rewards is None and why
+
+
+def test_harborignore_keeps_matching_files_out_of_the_upload() -> None:
+    files = {
+        "tests/.harborignore": b"wip/\n*.bak\n",
+        "tests/test.sh": b"#!/bin/bash\n",
+        "tests/wip/test_draft.py": b"",
+        "tests/data/old.bak": b"",
+        "tests/data/.harborignore": b"big.csv\n",
+        "tests/data/big.csv": b"",
+        "tests/data/small.csv": b"",
+        "solution/solve.sh": b"",
+    }
+    assert sorted(uploaded(files, "tests")) == ["data/small.csv", "test.sh"]
+    assert uploaded(files, "solution") == {"solve.sh": b""}
