@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .base import Cell, FamilyDraft, FamilyParams, TaskFamily
+from .calendar_scheduling import CalendarScheduling
 from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
 from .ledger_reconciliation import LedgerReconciliation
@@ -26,6 +27,7 @@ FAMILIES: dict[str, TaskFamily] = {
         FolderOrganize(),
         FixFailingFunction(),
         ReportFigures(),
+        CalendarScheduling(),
     )
 }
 
