@@ -13,6 +13,7 @@ from .base import Cell, FamilyDraft, FamilyParams, TaskFamily
 from .calendar_scheduling import CalendarScheduling
 from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
+from .inbox_triage import InboxTriage
 from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
 from .report_figures import ReportFigures
@@ -28,6 +29,7 @@ FAMILIES: dict[str, TaskFamily] = {
         FixFailingFunction(),
         ReportFigures(),
         CalendarScheduling(),
+        InboxTriage(),
     )
 }
 
