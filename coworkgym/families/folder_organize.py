@@ -163,7 +163,9 @@ if MODE == "placement":  # every kept file at its new path, content intact
 elif MODE == "tidy":  # nothing else under organized/, nothing left in inbox/
     extra = sorted(set(files("organized")) - set(expected["placed"]))
     left = files("inbox")
-    score = (0.5 if not extra else 0.0) + (0.5 if not left else 0.0)
+    # "nothing extra" is earned by organizing, not by leaving organized/ empty
+    organized_any = bool(files("organized"))
+    score = (0.5 if organized_any and not extra else 0.0) + (0.5 if not left else 0.0)
     report(score, f"extra under organized/: {extra[:4]}; left in inbox/: {left[:4]}")
 elif MODE == "manifest":  # one entry per original, pointing where it went
     try:

@@ -1,6 +1,6 @@
 """The Done-when check: `cowork-gym rollout` over the packages `cowork-gym synth --count 6`
-releases gives the oracle reward 1 on every one and nop the untouched workspace's score
-(0, except where a family's verifier gives partial credit, always failing); the
+releases gives the oracle reward 1 on every one and nop 0 (the verifier's score of the
+untouched workspace after the user's patches); the
 trajectories reload; a re-run resumes (runs nothing); bad input is refused with the
 reason."""
 
@@ -73,14 +73,11 @@ def test_oracle_scores_1_and_nop_0_on_every_released_package(
         assert t.simulator_faults == []
     assert by_harness["oracle"] == [1.0] * 6, by_harness
     # nop's reward is the verifier's score of the untouched workspace after the user's
-    # patches (what the Issue Detector requires to fail, i.e. score < 0.5); for most
-    # families that is 0, folder_organize gives partial credit for "nothing extra".
+    # patches: no family gives credit for work not done.
     for t in (t for t in trajectories if t.policy.harness == "nop"):
         assert t.verification is not None and t.verification.passed is False
         assert t.reward == untouched_reward(Path(t.environment.uri or "")), t.environment.name
-        assert t.reward is not None and t.reward < 0.5
-        if t.environment.family != "folder_organize":
-            assert t.reward == 0.0, t.environment.name
+        assert t.reward == 0.0, t.environment.name
     rows = {row["harness"]: row for row in summary["harnesses"]}  # type: ignore[attr-defined]
     assert rows["oracle"]["pass_rate"] == 1.0 and rows["nop"]["pass_rate"] == 0.0
     # resumable: the same command again runs nothing and reports the same batch
