@@ -209,6 +209,11 @@ def synth(
                 raise typer.BadParameter(
                     "--backend llm needs --base-url and --model (or per-role overrides)"
                 ) from exc
+    from .spec import served_problems
+
+    unserved = [f"{n.name}: {p}" for n in named for p in served_problems(n.spec)]
+    if unserved:  # refused before any work, as the Builder stage would refuse them
+        raise PackageError(unserved)
     campaign = Campaign(out_target, workers=workers, harbor_lint=not no_harbor_lint)
     outcomes = campaign.run(named, console)
     for table in campaign.summary():

@@ -402,6 +402,30 @@ def parse_spec_document(doc: Any, source: str) -> NamedSpec:
     return NamedSpec(name=name, spec=spec)
 
 
+def served_problems(spec: EnvironmentSpec, prefix: str = "spec.") -> list[str]:
+    """Why no procedural family can make the spec's labels true, if its Builder is
+    procedural (an LLM Builder may build any cell). The procedural Builder refuses the same
+    labels as a non-retryable spec error; checking first lets the CLI refuse before any work.
+    Which cells a family serves depends on the turns, so this is no CRD rule."""
+    if spec.backends.builder.kind != "procedural":
+        return []
+    from .families import UnservedLabels, family_for
+
+    task = spec.task
+    try:
+        family_for(
+            task.labels.scenario,
+            task.labels.capabilities,
+            task.turns,
+            family=task.family,
+            seed=task.seed,
+        )
+    except UnservedLabels as exc:
+        message = str(exc)
+        return [prefix + (message if message.startswith("task.") else f"task.{message}")]
+    return []
+
+
 def load_specs(path: Path) -> list[NamedSpec]:
     """Specs from a YAML file (several documents allowed) or a folder of them."""
     files = sorted(path.glob("*.y*ml")) if path.is_dir() else [path]

@@ -17,7 +17,12 @@ import yaml
 from coworkgym.package.errors import PackageError
 from coworkgym.roles import job
 from coworkgym.roles.base import RoleError
-from coworkgym.spec import EnvironmentSpec, parse_spec_document, registered_families
+from coworkgym.spec import (
+    EnvironmentSpec,
+    parse_spec_document,
+    registered_families,
+    served_problems,
+)
 from coworkgym.taxonomy import load_taxonomy, rule_message
 from tests.support.bad_specs import (
     BAD_SPECS,
@@ -179,3 +184,58 @@ def test_the_operator_marks_an_invalid_spec_failed_with_a_sentence() -> None:
     assert "validation error" not in message and "[type=" not in message
     [failed] = [c for c in plan.status["conditions"] if c["type"] == "Failed"]
     assert (failed["status"], failed["reason"]) == ("True", "InvalidSpec")
+
+
+# --- labels no procedural family serves: refused by the CLI before work -----------------
+
+UNSERVED = labels(
+    capabilities=["file_management"],
+    scenario="healthcare/records/billing_codes",
+    userRole="analyst",
+    deliverables=["csv"],
+    modality=["files"],
+    safety=[],
+)
+UNSERVED["task"]["family"] = None  # no family named: none of them serves these labels
+
+
+def test_labels_no_family_serves_are_named_for_a_procedural_builder() -> None:
+    spec = parse_spec_document(manifest_with(UNSERVED), "env.yaml").spec
+    [problem] = served_problems(spec)
+    assert problem.startswith("spec.task.labels.scenario 'healthcare/records/billing_codes'")
+    assert "no procedural family serves them" in problem
+    llm = {"backends": {"builder": {"kind": "llm", "model": "m", "baseUrl": "http://gw/v1"}}}
+    spec = parse_spec_document(manifest_with({**UNSERVED, **llm}), "env.yaml").spec
+    assert served_problems(spec) == []  # an LLM Builder may build any cell
+
+
+def test_a_family_that_does_not_serve_the_labels_is_named() -> None:
+    change = {"task": {"family": "weather_report", "labels": UNSERVED["task"]["labels"]}}
+    spec = parse_spec_document(manifest_with(change), "env.yaml").spec
+    [problem] = served_problems(spec)
+    assert problem.startswith("spec.task.family 'weather_report' does not serve these labels")
+
+
+def test_the_examples_and_sampled_specs_are_served() -> None:
+    from coworkgym.spec import load_specs
+    from coworkgym.synth import sampled_specs
+
+    named = [*load_specs(ROOT / "examples" / "specs"), *sampled_specs(40, seed=9, max_turns=3)]
+    assert named and all(served_problems(n.spec) == [] for n in named)
+    assert served_problems(EnvironmentSpec.model_validate(GOOD["spec"])) == []
+
+
+def test_synth_refuses_unserved_labels_before_any_work(tmp_path: Path) -> None:
+    spec_file = tmp_path / "unserved.yaml"
+    spec_file.write_text(yaml.safe_dump(manifest_with(UNSERVED, name="unserved")))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "coworkgym", "synth", str(spec_file), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, text
+    assert "unserved: spec.task.labels.scenario" in text and not out.exists()
