@@ -86,6 +86,35 @@ class Kube:
             raise
         return True
 
+    def read_environment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The CoworkEnvironment as it is now (None: it is gone)."""
+        custom = client.CustomObjectsApi(self.api)
+        try:
+            found: Any = custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found)
+
+    def write_status(
+        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        """Make the status ``after`` (read as ``before``): a merge patch that also removes the
+        keys ``after`` no longer has (a plain merge would keep them)."""
+        custom = client.CustomObjectsApi(self.api)
+        custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": merge_patch(before, after)},
+            _content_type="application/merge-patch+json",
+        )
+
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
         """Drop one finalizer from a CoworkEnvironment (a JSON patch that tests the index,
         so a concurrent change of the list makes it fail instead of removing another)."""
@@ -139,6 +168,19 @@ class Kube:
             namespace, label_selector=selector
         )
         self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+
+
+def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``before`` into ``after``."""
+    patch: dict[str, Any] = {key: None for key in before if key not in after}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            if value != old:
+                patch[key] = merge_patch(old, value)
+        elif value != old or key not in before:
+            patch[key] = value
+    return patch
 
 
 def _pod_result(pods: list[Any]) -> tuple[dict[str, Any] | None, str | None]:

@@ -15,6 +15,7 @@ from kopf.testing import KopfRunner
 
 from coworkgym_operator.controllers.environment import family_of
 from coworkgym_operator.metrics import FINISHED, REGISTRY
+from coworkgym_operator.settings import OperatorSettings
 from coworkgym_testbed.kopfkit import kopf_runner
 from tests.support.kube import Cluster, manifest, stage_input
 
@@ -33,6 +34,8 @@ def operator(
     from coworkgym_operator.controllers import environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
+    # the module may have been imported (and its settings read) before this fixture ran
+    monkeypatch.setattr(environment, "SETTINGS", OperatorSettings.from_env())
 
     def start() -> AbstractContextManager[KopfRunner]:
         args = ["run", "--standalone", "--namespace", ns, "-m", "coworkgym_operator.controllers"]

@@ -19,7 +19,7 @@ from coworkgym_testbed.kopfkit import kopf_runner
 from tests.support.kube import Cluster, manifest
 
 pytestmark = pytest.mark.testbed
-GRACE_S = 6.0
+GRACE_S = 10.0
 NOWHERE = {"coworkgym.dev/kubelet": "played-by-test"}  # no node carries this label
 
 

@@ -1,13 +1,16 @@
 """The CoworkEnvironment controller: one idempotent reconcile, run on create, update, resume
 and by a timer (level-triggered: the timer notices finished Jobs and pods that cannot
-start without Job watches). Status is written once per cycle through kopf's patch; events
-follow, posted under the operator's own name. The log says what changed (a phase, a child
+start without Job watches). Each reconcile reads the object afresh and writes its whole
+status once, in turn with the object's other reconciles; events follow, posted under the
+operator's own name. The log says what changed (a phase, a child
 created or deleted), not that a timer ran."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +30,14 @@ FINALIZER = f"{GROUP}/cleanup"
 LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 TERMINAL = ("Released", "Rejected", "Failed")
 _kube: Kube | None = None
+
+# kopf runs an object's timer beside its event handlers, each with the body it was handed,
+# which may predate the status another handler just wrote: reconciling such a copy would
+# redo (and announce, and count) a step already taken. So reconciles of one environment
+# take turns (a lock per object), each reads the object afresh, and each writes the status
+# itself before its turn ends (kopf's patch would land only after the handler returns).
+_turns: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_turns_lock = threading.Lock()
 
 
 def kube() -> Kube:
@@ -84,10 +95,24 @@ def family_of(spec: dict[str, Any]) -> str:
     return family_for_scenario(scenario, int(task.get("seed", 0))).name
 
 
-def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
-    env = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
-    env["metadata"]["namespace"] = body.metadata.namespace
+def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    with _turns_lock:
+        turn = _turns[str(body.metadata.uid)]
+    with turn:
+        current = kube().read_environment(namespace, name)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return  # gone, or going: on_delete handles it
+        _reconcile_once(current, body, logger)
+
+
+def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+    env = {
+        "metadata": current["metadata"],
+        "spec": current.get("spec") or {},
+        "status": current.get("status") or {},
+    }
+    namespace, name = str(env["metadata"]["namespace"]), str(env["metadata"]["name"])
     metrics.RECONCILES.labels(namespace, "CoworkEnvironment").inc()
     try:
         pending = pending_job_name(env)
@@ -103,11 +128,11 @@ def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
         for manifest in plan.create:
             if kube().create(manifest):
                 logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
+        if plan.status != env["status"]:  # skip no-op writes
+            kube().write_status(namespace, name, env["status"], plan.status)
     except Exception:
         metrics.RECONCILE_ERRORS.labels(namespace, "CoworkEnvironment").inc()
         raise  # kopf retries with backoff: a temporary error
-    if plan.status != dict(body.status or {}):  # skip no-op writes
-        patch.status.update(plan.status)
     if plan.transition:
         before, after = plan.transition
         logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
@@ -143,8 +168,8 @@ def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def on_change(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, patch, logger)
+def on_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    _reconcile(body, logger)
 
 
 @kopf.timer(
@@ -155,8 +180,8 @@ def on_change(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any)
     initial_delay=1.0,
     when=lambda status, **_: status.get("phase") not in TERMINAL,
 )
-def on_timer(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, patch, logger)
+def on_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    _reconcile(body, logger)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
@@ -166,6 +191,8 @@ def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
         kube().remove_finalizer(namespace, name, LEGACY_FINALIZER)
     metrics.observe_phase(namespace, name, "", None)
+    with _turns_lock:
+        _turns.pop(str(body.metadata.uid), None)
     logger.info(f"deleted the children of {name}")
 
 
