@@ -13,6 +13,7 @@ from .base import Cell, FamilyDraft, FamilyParams, TaskFamily
 from .calendar_scheduling import CalendarScheduling
 from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
+from .formula_repair import FormulaRepair
 from .inbox_triage import InboxTriage
 from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
@@ -30,6 +31,7 @@ FAMILIES: dict[str, TaskFamily] = {
         ReportFigures(),
         CalendarScheduling(),
         InboxTriage(),
+        FormulaRepair(),
     )
 }
 
