@@ -412,7 +412,7 @@ def collect(payload: dict[str, Any]) -> dict[str, Any]:
     store.close()
     bucket, prefix = split_s3_uri(uri)
     base = f"{prefix}/" if prefix else ""
-    kept_body = "".join(dump_line(t) + "\n" for t in kept).encode()
+    kept_body = "".join(dump_line(t) for t in kept).encode()  # each line ends with \n
     client.put_object(Bucket=bucket, Key=f"{base}kept.jsonl", Body=kept_body)
     funnel = report.model_dump(mode="json", by_alias=True)
     client.put_object(Bucket=bucket, Key=f"{base}funnel.json", Body=json.dumps(funnel).encode())

@@ -416,3 +416,12 @@ def test_a_fetch_pod_that_cannot_start_fails_the_batch() -> None:
     plan = reconcile_batch(b, observed(jobs={"rb1-fetch": unscheduled}), SETTINGS)
     assert conditions(plan)["Fetched"] == ("False", "FetchFailed")
     assert "not scheduled" in plan.status["message"] and ("Job", "rb1-fetch") in plan.delete
+
+
+def test_the_status_patch_removes_what_the_status_no_longer_has() -> None:
+    from coworkgym_operator.controllers.batch import merge_patch
+
+    before = {"running": {"e0-p0-s0": "verify", "e0-p0-s1": "rollout"}, "phase": "Running"}
+    after = {"running": {"e0-p0-s1": "rollout"}, "phase": "Running", "tokens": 5}
+    assert merge_patch(before, after) == {"running": {"e0-p0-s0": None}, "tokens": 5}
+    assert merge_patch(after, after) == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -115,14 +116,42 @@ def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
     except Exception:
         metrics.RECONCILE_ERRORS.labels(namespace, KIND).inc()
         raise  # kopf retries with backoff
-    if plan.status != dict(body.status or {}):
-        patch.status.update(plan.status)
+    previous = _plain(body.status or {})
+    if plan.status != previous:
+        patch.status.update(merge_patch(previous, plan.status))
     if plan.transition:
         before, after = plan.transition
         logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
     _record(namespace, str(body.metadata.name), plan)
     for kind, reason, message in plan.events:
         kopf.event(body, type=kind, reason=reason, message=message)
+
+
+def _plain(value: Any) -> Any:
+    """kopf's read-only views as plain dicts and lists (for comparing and diffing)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) from ``before`` to ``after``: a merge patch only adds
+    and replaces map keys, so a key that is gone (a rollout no longer in status.running)
+    must be sent as null to be removed."""
+    patch: dict[str, Any] = {}
+    for key in before.keys() - after.keys():
+        patch[key] = None
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            nested = merge_patch(old, value)
+            if nested:
+                patch[key] = nested
+        elif value != old:
+            patch[key] = value
+    return patch
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:
