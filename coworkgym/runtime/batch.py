@@ -25,19 +25,27 @@ BATCH_ROOT = "/cwg-batch"
 
 # Runs in the sandbox, on the distribution's Python: the engine's own CLI entry point per
 # workspace; a crash leaves that workspace without a reward (invalid), like test.sh would.
+# Every path arrives as an argument of its own: a sandbox without mount namespaces (the
+# in-pod DirectSandbox) rewrites arguments that start with a mount target, not code.
 DRIVER = """\
 import json, sys, traceback
-sys.path.insert(0, "/tests")
+tests, pairs = sys.argv[1], sys.argv[2:]
+sys.path.insert(0, tests)
 from cowork_verifier.__main__ import main
-for i in range(int(sys.argv[1])):
-    out = f"{root}/logs-{i}"
+for ws, out in zip(pairs[::2], pairs[1::2]):
     try:
-        main(["--spec", "/tests/verifier.json", "--workspace", f"{root}/ws-{i}", "--out", out])
+        main(["--spec", tests + "/verifier.json", "--workspace", ws, "--out", out])
     except BaseException as exc:
-        with open(f"{out}/details.json", "w") as f:
+        with open(out + "/details.json", "w") as f:
             json.dump({"status": "invalid", "error": f"engine crashed: {exc!r}"}, f)
         traceback.print_exc()
-""".replace("{root}", BATCH_ROOT)
+"""
+
+
+def driver_argv(count: int) -> list[str]:
+    """The batch command: tests dir, then each workspace and its logs dir, as mounted."""
+    pairs = [p for i in range(count) for p in (f"{BATCH_ROOT}/ws-{i}", f"{BATCH_ROOT}/logs-{i}")]
+    return ["python3", "-c", DRIVER, "/tests", *pairs]
 
 
 def batchable(pkg: EnvironmentPackage, workdir: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 from ..package.harbor_ignore import uploaded
 from ..package.package import EnvironmentPackage
 from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
-from .batch import BATCH_ROOT, DRIVER, batch_dirs, batchable
+from .batch import BATCH_ROOT, batch_dirs, batchable, driver_argv
 from .workspace import apply_patch, copy_tree, write_files
 
 # Workspaces scored by one engine process at most (its time limit grows with the count).
@@ -216,7 +216,7 @@ class LocalRuntime:
                 copy_tree(workspace, ws)
             limit = self.verifier_limits.timeout_s * len(workspaces)
             run = self._run(
-                ["python3", "-c", DRIVER, str(len(workspaces))],
+                driver_argv(len(workspaces)),
                 [Mount(root / "batch", BATCH_ROOT, writable=True), Mount(tests, "/tests")],
                 limits=dataclasses.replace(self.verifier_limits, timeout_s=limit),
                 env={**pkg.config.verifier.env, "PYTHONPATH": "/tests"},

@@ -10,9 +10,10 @@ import pytest
 from coworkgym.detector.mutations import garble, remove, wrong_values
 from coworkgym.detector.review import tree_key
 from coworkgym.runtime import LocalRuntime
-from coworkgym.runtime.batch import batchable
+from coworkgym.runtime.batch import BATCH_ROOT, batchable
 from coworkgym.runtime.workspace import copy_tree, materialize
 from coworkgym.sandbox import Limits
+from coworkgym.sandbox.direct import DirectSandbox
 from tests.support.builders import good_package
 
 
@@ -74,3 +75,16 @@ def test_a_state_is_its_files_modes_and_contents(tmp_path: Path) -> None:
     (b / "sub" / "x.txt").chmod(0o644)
     (b / "sub" / "x.txt").write_text("other")
     assert tree_key(a) != tree_key(b)
+
+
+def test_the_batch_runs_in_the_in_pod_sandbox_too(tmp_path: Path) -> None:
+    """DirectSandbox has no mounts: it rewrites arguments naming a mount target, so the
+    batch must pass every path as an argument (never inside its code)."""
+    pkg = good_package("weather_report")
+    workspaces, workdir = states("weather_report", tmp_path)
+    runtime = LocalRuntime(sandbox=DirectSandbox())
+    alone = [runtime.run_verifier(pkg, ws, workdir) for ws in workspaces]
+    together = runtime.verify_many(pkg, workspaces, workdir, None)
+    assert [(o.valid, o.reward) for o in together] == [(o.valid, o.reward) for o in alone]
+    assert together[0].valid and together[0].reward == 1.0
+    assert not Path(BATCH_ROOT).exists()  # nothing written at the in-sandbox path
