@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from .base import Cell, FamilyDraft, FamilyParams, TaskFamily
 from .calendar_scheduling import CalendarScheduling
+from .contract_revision import ContractRevision
 from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
 from .formula_repair import FormulaRepair
@@ -32,6 +33,7 @@ FAMILIES: dict[str, TaskFamily] = {
         CalendarScheduling(),
         InboxTriage(),
         FormulaRepair(),
+        ContractRevision(),
     )
 }
 
