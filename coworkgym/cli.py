@@ -83,8 +83,6 @@ def _print_report(path: str, report: DetectorReport) -> None:
     reward = report.stats.reference_reward
     runs = report.stats.verifier_runs
     out.print(f"{verdict} {escape(str(path))}  reference reward={reward}  verifier runs={runs}")
-    if report.could_not_run:
-        out.print(Text(f"  could not run here: {report.could_not_run}"))
     if not report.defects:
         return
     table = Table(show_lines=False)
