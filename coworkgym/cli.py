@@ -567,6 +567,28 @@ def coverage_command(
                   + ", ".join(report.unread[:5]))
 
 
+# Commands from other installed packages (the training package's `select`): each entry point
+# in this group names a `register(app)` function. The core never imports those packages; a
+# broken one is reported and the rest of the CLI still works.
+COMMAND_ENTRY_POINTS = "cowork_gym.commands"
+
+
+def _register_entry_point_commands(target: typer.Typer) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=COMMAND_ENTRY_POINTS):
+        try:
+            entry.load()(target)
+        except Exception as exc:  # an optional package's bug must not take the CLI down
+            console.print(
+                f"[yellow]cowork-gym: commands from {escape(entry.value)} not loaded:[/] "
+                f"{escape(str(exc))}"
+            )
+
+
+_register_entry_point_commands(app)
+
+
 def main() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     configure_logging()
