@@ -17,6 +17,7 @@ from .folder_organize import FolderOrganize
 from .formula_repair import FormulaRepair
 from .inbox_triage import InboxTriage
 from .ledger_reconciliation import LedgerReconciliation
+from .lead_cleanup import LeadCleanup
 from .meeting_notes import MeetingNotes
 from .report_figures import ReportFigures
 from .weather_report import WeatherReport
@@ -34,6 +35,7 @@ FAMILIES: dict[str, TaskFamily] = {
         InboxTriage(),
         FormulaRepair(),
         ContractRevision(),
+        LeadCleanup(),
     )
 }
 
