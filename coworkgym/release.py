@@ -56,6 +56,7 @@ class LocalPublisher:
         records = sorted((self.root / "manifests").glob("*.json"))
         lines = [json.dumps(json.loads(p.read_text()), sort_keys=True) for p in records]
         path = self.root / "manifest.jsonl"
+        self.root.mkdir(parents=True, exist_ok=True)  # a campaign that released nothing
         path.write_text("".join(f"{line}\n" for line in lines))
         return str(path)
 
