@@ -213,14 +213,17 @@ def _container(
 ) -> Manifest:
     """``mounts``: (volume, path, writable); ``share`` of the sandbox's CPU and memory."""
     cpu, memory = sandbox.resources.cpu or "1", sandbox.resources.memory or "2Gi"
-    resources = {"cpu": _scale(cpu, share), "memory": _scale(memory, share)}
+    requests = {"cpu": _scale(cpu, share), "memory": _scale(memory, share)}
+    # the two containers of a rollout pod rarely work at once (the agent's commands run
+    # while the user side waits for them): each may use the pod's whole CPU
+    limits = {"cpu": cpu, "memory": _scale(memory, share)}
     return {
         "name": name,
         "image": sandbox.image,
         "imagePullPolicy": settings.operator.image_pull_policy,
         "command": ["python", "-m", "coworkgym.rollout.pod", command],
         "env": [{"name": "HOME", "value": "/tmp"}, *env],
-        "resources": {"requests": resources, "limits": resources},
+        "resources": {"requests": requests, "limits": limits},
         "securityContext": SECURITY,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [_mount(v, p, w) for v, p, w in mounts],

@@ -71,7 +71,7 @@ def pod(name: str, ns: str, labels: dict[str, str], command: list[str], **extra:
                     "image": images.ROLE_IMAGE,
                     "imagePullPolicy": "Never",
                     "command": command,
-                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                    "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}},
                     **extra,
                 }
             ],
@@ -164,9 +164,9 @@ def operator(
         "COWORKGYM_GATEWAY_URL": model_path["gateway"],
         "COWORKGYM_GATEWAY_SIGNING_KEY": SIGNING_KEY,
         "COWORKGYM_BATCH_VOLUME_SIZE": "1Gi",
-        # a rollout pod's two containers share this: two pods fit on the node's 2 CPUs
-        # beside the gateway, the policy and another test's pod
-        "COWORKGYM_SANDBOX_DEFAULTS": json.dumps({"resources": {"cpu": "600m", "memory": "1Gi"}}),
+        # per pod (a rollout pod's two containers request half each): the four rollouts
+        # fit on the node's 2 CPUs at once, beside the gateway and the policy
+        "COWORKGYM_SANDBOX_DEFAULTS": json.dumps({"resources": {"cpu": "450m", "memory": "1Gi"}}),
     }
     log = tmp_path / "operator.log"
     argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", rollout_ns]
@@ -211,7 +211,7 @@ def test_a_batch_rolls_out_in_isolated_pods_and_stores_verified_trajectories(
                  "sampling": {"maxSteps": 6}}
             ],
             "samplesPerEnvironment": 2,
-            "concurrency": 2,
+            "concurrency": 4,
             "timeoutSeconds": 120,
             "output": {"uri": output},
         },
