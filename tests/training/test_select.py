@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -184,19 +181,3 @@ def test_select_refuses_a_model_path_that_is_not_a_model_folder(tmp_path: Path) 
     )
     assert result.exit_code == 2
     assert "not a model folder" in " ".join(result.output.split())
-
-
-def test_select_without_the_training_extra_says_how_to_install_it(tmp_path: Path) -> None:
-    """A torch that cannot be imported (as when the extra is missing) first on the path."""
-    fake = tmp_path / "fake" / "torch"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named torch')\n")
-    env = {**os.environ, "PYTHONPATH": str(fake.parent)}
-    command = [sys.executable, "-m", "coworkgym", "select", str(pool_file(tmp_path))]
-    run = subprocess.run(
-        [*command, "--model", str(tmp_path), "--out", str(tmp_path / "k.jsonl")],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert run.returncode == 2, run.stderr
-    said = " ".join(run.stderr.split())
-    assert "needs the training extra" in said and "install-training" in said

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("transformers", reason="needs the training extra: make install-training")
 
 from transformers import PreTrainedTokenizerFast

@@ -48,3 +48,19 @@ def test_a_plugin_command_runs_and_a_broken_plugin_is_reported(tmp_path: Path) -
     said = " ".join(run.stderr.split())
     assert "commands from broken_plugin:register not loaded" in said and "plugin bug" in said
     assert cli(env, "--help").returncode == 0
+
+
+def test_select_without_the_training_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    """The training package's `select` is always registered (it ships in the wheel); with
+    torch not importable, as without the extra, it says how to install it. A stand-in torch
+    that cannot be imported comes first on the path, so this holds with the extra too."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch')\n")
+    trajectories = tmp_path / "t.jsonl"
+    trajectories.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(fake.parent)}
+    run = cli(env, "select", str(trajectories), "--model", str(tmp_path), "--out", "k.jsonl")
+    assert run.returncode == 2, run.stderr
+    said = " ".join(run.stderr.split())
+    assert "needs the training extra" in said and "install-training" in said
