@@ -11,7 +11,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .api.types import GROUP, PLURAL, VERSION
-from .builders import LABEL_ENV, LABEL_GENERATION, Manifest
+from .builders import LABEL_ENV, LABEL_GENERATION, LABEL_SANDBOX, Manifest
 from .reconcile.environment import JobObservation
 from .reconcile.pods import pod_start
 
@@ -64,6 +64,11 @@ class Kube:
             generation=int(generation) if generation.isdigit() else None,
             start=pod_start(self._plain(p) for p in pods),
         )
+
+    def delete_stage_pods(self, namespace: str, env_name: str) -> None:
+        """The environment's stage pods (the Jobs, finished, stay)."""
+        selector = f"{LABEL_ENV}={env_name},{LABEL_SANDBOX}=true"
+        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
 
     def _plain(self, obj: Any) -> dict[str, Any]:
         """A client object as the API serves it (camelCase keys), for the pure readers."""

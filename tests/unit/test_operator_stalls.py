@@ -219,11 +219,12 @@ def rejected(settings: OperatorSettings) -> Plan:
 def test_an_outcome_releases_the_role_volumes_by_default() -> None:
     plan = rejected(OperatorSettings())
     assert sorted(plan.delete) == sorted(("PersistentVolumeClaim", c.split("/")[1]) for c in CLAIMS)
+    assert plan.delete_stage_pods  # finished pods would keep the claims in use
 
 
 def test_retain_keeps_the_role_volumes() -> None:
     plan = rejected(OperatorSettings(volume_retention="Retain"))
-    assert plan.delete == []
+    assert plan.delete == [] and not plan.delete_stage_pods
 
 
 def test_a_failed_environment_releases_its_volumes_and_only_existing_ones() -> None:

@@ -122,6 +122,8 @@ def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logge
             now=datetime.now(UTC),
         )
         plan = reconcile(env, observed, SETTINGS)
+        if plan.delete_stage_pods:
+            kube().delete_stage_pods(namespace, name)
         for kind, child in plan.delete:
             if kube().delete(namespace, kind, child):
                 logger.info(f"deleted {kind}/{child}")

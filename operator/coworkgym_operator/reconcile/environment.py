@@ -94,6 +94,9 @@ class Plan:
     status: dict[str, Any]
     create: list[Manifest] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
+    # the finished stage pods, which keep the role volumes in use (kept by pvc-protection
+    # until no pod names them), go with the volumes; their Jobs stay, with their results
+    delete_stage_pods: bool = False
     events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
     finished: str | None = None  # outcome, when the environment reached a terminal phase
     transition: tuple[str, str] | None = None  # phase before → after, when it changed
@@ -233,6 +236,7 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
             claim = volume_name(meta["name"], role)
             if f"PersistentVolumeClaim/{claim}" in observed.existing_children:
                 plan.delete.append(("PersistentVolumeClaim", claim))
+                plan.delete_stage_pods = True
     if state.stage is not None:
         name = _job_of(meta, state)
         if job is None or job.name != name or job.state == "missing":
