@@ -474,7 +474,7 @@ def test_without_crds_the_chart_needs_them_installed(testbed: Testbed, kube_vers
         )
         if d
     ]  # fmt: skip
-    assert kinds.count("CustomResourceDefinition") == 1  # CoworkEnvironment only
+    assert kinds.count("CustomResourceDefinition") == 2  # CoworkEnvironment, RolloutBatch
     assert "KopfPeering" in kinds
 
 

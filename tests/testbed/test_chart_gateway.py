@@ -22,7 +22,11 @@ def named(docs: list[Any], kind: str, suffix: str) -> Any:
 
 def test_off_by_default(testbed: Testbed, kube_version: str) -> None:
     docs = render(testbed, kube_version)
-    assert not [d for d in docs if d["metadata"]["name"].endswith("-gateway")]
+    assert not [
+        d
+        for d in docs
+        if d["kind"] in ("Deployment", "Service") and d["metadata"]["name"].endswith("-gateway")
+    ]
     operator = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
     assert "COWORKGYM_GATEWAY_URL" not in {e["name"] for e in operator["env"]}
 
