@@ -154,6 +154,8 @@ def test_select_writes_the_kept_set_and_a_report(
         [
             "select", str(pool), "--model", str(student), "--method", method, "--keep", "0.7",
             "--bins", "2", "--out", str(kept_path), "--report", str(report_dir),
+            # rsr bins by tool steps (2–6 here), nll by rendered tokens
+            "--length-by", "steps" if method == "rsr" else "tokens",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -161,6 +163,8 @@ def test_select_writes_the_kept_set_and_a_report(
     assert report["schema_version"] == "cowork-gym.selection/v1"
     assert [(b["entered"], b["kept"]) for b in report["bins"]] == [(5, 4), (5, 4)]
     assert report["kept"] == 8 and report["dropped"] == 2
+    lengths = sorted(t["length"] for t in report["trajectories"])
+    assert (lengths == sorted([2 + i % 5 for i in range(10)])) is (method == "rsr")
     # Kept lines are the input's own, byte for byte and in input order.
     inputs = pool.read_text().splitlines(keepends=True)
     kept = kept_path.read_text().splitlines(keepends=True)

@@ -205,3 +205,12 @@ def test_a_malformed_tool_call_is_rendered_as_the_model_emitted_it() -> None:
 
 def _contains(sequence: list[int], part: list[int]) -> bool:
     return any(sequence[i : i + len(part)] == part for i in range(len(sequence) - len(part) + 1))
+
+
+def test_an_assistant_message_that_is_not_the_policys_is_context() -> None:
+    """A reply replayed from elsewhere (here: recorded as the system's) is not trained on."""
+    tokenizer = builders.tokenizer("llama3")
+    result = tokenize_trajectory(make.two_turns(m2={"source": "system"}), tokenizer)
+    assert [s.message for s in result.spans if s.trainable] == [5]
+    assert "Hello, I will read the file first." in context_text(result, tokenizer)
+    assert agent_text(result, tokenizer) == [make.FINAL + "<|eot_id|>"]
