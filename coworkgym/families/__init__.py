@@ -11,13 +11,14 @@ from collections.abc import Sequence
 
 from .base import Cell, FamilyDraft, FamilyParams, TaskFamily
 from .calendar_scheduling import CalendarScheduling
+from .code_review import CodeReview
 from .contract_revision import ContractRevision
 from .fix_failing_function import FixFailingFunction
 from .folder_organize import FolderOrganize
 from .formula_repair import FormulaRepair
 from .inbox_triage import InboxTriage
-from .ledger_reconciliation import LedgerReconciliation
 from .lead_cleanup import LeadCleanup
+from .ledger_reconciliation import LedgerReconciliation
 from .meeting_notes import MeetingNotes
 from .report_figures import ReportFigures
 from .weather_report import WeatherReport
@@ -36,6 +37,7 @@ FAMILIES: dict[str, TaskFamily] = {
         FormulaRepair(),
         ContractRevision(),
         LeadCleanup(),
+        CodeReview(),
     )
 }
 
