@@ -12,10 +12,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .api.batch import ResolvedEnvironment, RolloutBatchSpec
+from .api.batch import BATCH_PLURAL, ResolvedEnvironment, RolloutBatchSpec
 from .api.types import GROUP, PLURAL, VERSION
 from .batch_builders import LABEL_BATCH, Manifest
-from .kube import Kube
+from .kube import Kube, merge_patch
 
 RELEASED = "Released"
 
@@ -24,6 +24,34 @@ class BatchKube:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self.custom = client.CustomObjectsApi(kube.api)
+
+    # ---- the batch itself ----------------------------------------------------------------
+    def read_batch(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The RolloutBatch as it is now (None: it is gone)."""
+        try:
+            found: Any = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, BATCH_PLURAL, name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found)
+
+    def write_status(
+        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        """Make the status ``after`` (read as ``before``): a merge patch that also removes
+        the keys ``after`` no longer has (a finished rollout leaves status.running)."""
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            BATCH_PLURAL,
+            name,
+            {"status": merge_patch(before, after)},
+            _content_type="application/merge-patch+json",
+        )
 
     # ---- environments ------------------------------------------------------------------
     def _environments(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:

@@ -419,7 +419,7 @@ def test_a_fetch_pod_that_cannot_start_fails_the_batch() -> None:
 
 
 def test_the_status_patch_removes_what_the_status_no_longer_has() -> None:
-    from coworkgym_operator.controllers.batch import merge_patch
+    from coworkgym_operator.kube import merge_patch
 
     before = {"running": {"e0-p0-s0": "verify", "e0-p0-s1": "rollout"}, "phase": "Running"}
     after = {"running": {"e0-p0-s1": "rollout"}, "phase": "Running", "tokens": 5}

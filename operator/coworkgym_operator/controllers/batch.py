@@ -1,16 +1,17 @@
 """The RolloutBatch controller: one idempotent reconcile, run on create, spec change, resume
 and by a timer until the batch is Complete (the timer notices finished Jobs without Job
 watches). Before the first pod it resolves the environments and probes the endpoints;
-status is written once per cycle through kopf's patch, events follow. kopf's settings
-(finalizer coworkgym.dev/cleanup, annotations storage, event source) are the ones the
-CoworkEnvironment controller configures at start-up."""
+each reconcile reads the batch afresh, writes its status once, then posts the events.
+kopf's settings (finalizer coworkgym.dev/cleanup, annotations storage, event source) are
+the ones the CoworkEnvironment controller configures at start-up."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
 import socket
-from collections.abc import Mapping
+import threading
+from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -100,58 +101,54 @@ def _is_address(host: str) -> bool:
     return True
 
 
-def _reconcile(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger) -> None:
-    batch = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
-    batch["metadata"]["namespace"] = namespace = str(body.metadata.namespace)
+# kopf runs a batch's timer beside its event handlers, each with the body it was handed,
+# which may predate the status another handler just wrote: reconciling that copy would redo
+# (and announce, and count) a step already taken. So the reconciles of one batch take turns
+# (a lock per object), each reads the batch afresh and writes the status itself before its
+# turn ends, as the CoworkEnvironment controller does.
+_turns: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_turns_lock = threading.Lock()
+
+
+def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    with _turns_lock:
+        turn = _turns[str(body.metadata.uid)]
+    with turn:
+        current = batch_kube().read_batch(namespace, name)
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return  # gone, or going: on_batch_delete handles it
+        _reconcile_once(current, body, logger)
+
+
+def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+    batch = {
+        "metadata": current["metadata"],
+        "spec": current.get("spec") or {},
+        "status": current.get("status") or {},
+    }
+    namespace, name = str(batch["metadata"]["namespace"]), str(batch["metadata"]["name"])
     metrics.RECONCILES.labels(namespace, KIND).inc()
+    bk = batch_kube()
     try:
         plan = reconcile_batch(batch, observe(batch), settings_now())
-        bk = batch_kube()
         for kind, child in plan.delete:
             if bk.delete(namespace, kind, child):
                 logger.info(f"deleted {kind}/{child}")
         for manifest in plan.create:
             if bk.create(manifest):
                 logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
+        if plan.status != batch["status"]:  # skip no-op writes
+            bk.write_status(namespace, name, batch["status"], plan.status)
     except Exception:
         metrics.RECONCILE_ERRORS.labels(namespace, KIND).inc()
         raise  # kopf retries with backoff
-    previous = _plain(body.status or {})
-    if plan.status != previous:
-        patch.status.update(merge_patch(previous, plan.status))
     if plan.transition:
         before, after = plan.transition
         logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
-    _record(namespace, str(body.metadata.name), plan)
+    _record(namespace, name, plan)
     for kind, reason, message in plan.events:
         kopf.event(body, type=kind, reason=reason, message=message)
-
-
-def _plain(value: Any) -> Any:
-    """kopf's read-only views as plain dicts and lists (for comparing and diffing)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch (RFC 7386) from ``before`` to ``after``: a merge patch only adds
-    and replaces map keys, so a key that is gone (a rollout no longer in status.running)
-    must be sent as null to be removed."""
-    patch: dict[str, Any] = {}
-    for key in before.keys() - after.keys():
-        patch[key] = None
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, dict) and isinstance(old, dict):
-            nested = merge_patch(old, value)
-            if nested:
-                patch[key] = nested
-        elif value != old:
-            patch[key] = value
-    return patch
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:
@@ -179,8 +176,8 @@ def _not_complete(status: Any) -> bool:
 @kopf.on.resume(GROUP, VERSION, BATCH_PLURAL)
 @kopf.on.create(GROUP, VERSION, BATCH_PLURAL)
 @kopf.on.update(GROUP, VERSION, BATCH_PLURAL, field="spec")
-def on_batch_change(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, patch, logger)
+def on_batch_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    _reconcile(body, logger)
 
 
 @kopf.timer(
@@ -191,8 +188,8 @@ def on_batch_change(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_
     initial_delay=1.0,
     when=lambda status, **_: _not_complete(status),
 )
-def on_batch_timer(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, patch, logger)
+def on_batch_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    _reconcile(body, logger)
 
 
 @kopf.on.delete(GROUP, VERSION, BATCH_PLURAL)
