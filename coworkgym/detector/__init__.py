@@ -62,6 +62,7 @@ class DetectorReport:
             "defects": [d.model_dump(mode="json") for d in self.defects],
             "reference_reward": self.stats.reference_reward,
             "verifier_runs": self.stats.verifier_runs,
+            "states_probed": self.stats.states_probed,
             "solution_runs": self.stats.solution_runs,
             "outputs": self.stats.outputs,
             "harbor_lint_ran": self.harbor_lint_ran,

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +27,10 @@ from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
 from .batch import BATCH_ROOT, batch_dirs, batchable, driver_argv
 from .workspace import apply_patch, copy_tree, write_files
 
-# Workspaces scored by one engine process at most (its time limit grows with the count).
+# Workspaces scored by one engine process at most (its time limit grows with the count),
+# and at least, when the batch is split across cores.
 MAX_BATCH = 24
+MIN_SHARE = 4
 
 
 @dataclass
@@ -187,22 +190,23 @@ class LocalRuntime:
     def verify_many(
         self, pkg: EnvironmentPackage, workspaces: list[Path], workdir: str, step: str | None
     ) -> list[VerifyOutcome]:
-        """Score independent workspaces, in order: one engine process for a stock Cowork
-        verifier (see ``batch``), else one test.sh run each, as many at once as cores."""
+        """Score independent workspaces, in order: engine processes for a stock Cowork
+        verifier (see ``batch``; one per core, each on a share of the workspaces), else one
+        test.sh run each, as many at once as cores."""
         if len(workspaces) > 1 and step is None and batchable(pkg, workdir):
-            return [
-                outcome
-                for start in range(0, len(workspaces), MAX_BATCH)
-                for outcome in self._engine_batch(
-                    pkg, workspaces[start : start + MAX_BATCH], workdir
-                )
-            ]
-        if len(workspaces) <= 1 or self.parallel == 1:
-            return [self.run_verifier(pkg, ws, workdir, step=step) for ws in workspaces]
+            # a share smaller than MIN_SHARE would pay the engine's start-up for too little
+            shares = max(1, min(self.parallel, len(workspaces) // MIN_SHARE))
+            size = min(MAX_BATCH, -(-len(workspaces) // shares))
+            chunks = [workspaces[i : i + size] for i in range(0, len(workspaces), size)]
+            scored = self._each(chunks, lambda chunk: self._engine_batch(pkg, chunk, workdir))
+            return [outcome for chunk in scored for outcome in chunk]
+        return self._each(workspaces, lambda ws: self.run_verifier(pkg, ws, workdir, step=step))
+
+    def _each[T, R](self, items: list[T], score: Callable[[T], R]) -> list[R]:
+        if len(items) <= 1 or self.parallel == 1:
+            return [score(item) for item in items]
         with ThreadPoolExecutor(max_workers=self.parallel) as pool:
-            return list(
-                pool.map(lambda ws: self.run_verifier(pkg, ws, workdir, step=step), workspaces)
-            )
+            return list(pool.map(score, items))
 
     def _engine_batch(
         self, pkg: EnvironmentPackage, workspaces: list[Path], workdir: str
