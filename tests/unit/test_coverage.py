@@ -22,7 +22,9 @@ def test_the_family_report_plans_a_campaign_inside_the_served_cells() -> None:
     assert report.served == served_grid()
     assert sum(report.produced.values()) == 60
     assert report.outside_served == 0
-    assert set(report.produced) == set(report.served)  # 60 specs reach all 30 cells
+    # 60 specs reach 60 cells, each once (61 are served: the sampler balances over them)
+    assert set(report.produced) <= set(report.served)
+    assert len(report.produced) == min(60, len(report.served))
     families = {family for family, _ in report.shapes}
     assert families == set(FAMILIES)
     assert ("folder_organize", "easy") not in report.shapes  # it deletes files: never easy
