@@ -224,6 +224,7 @@ def _cell_order(key: str) -> tuple[int, int, int]:
 SOLVE = python_solution(
     "repair the workbook's formulas against its intended layout and the EIA figures.",
     r"""import csv, json, os, re
+from copy import copy
 import openpyxl
 
 turn = int(os.environ.get("COWORK_TURN", "0"))
@@ -269,7 +270,7 @@ for r in rows:
             repaired.append(("Actuals", cell.coordinate))
 if fossil:
     act["G1"] = "Fossil share"
-    act["G1"].font = act["F1"].font.copy()
+    act["G1"].font = copy(act["F1"].font)
     for r in rows:
         act[f"G{r}"] = f"=B{r}/E{r}"
         act[f"G{r}"].number_format = "0.0%"
@@ -314,6 +315,11 @@ class FormulaRepair(TaskFamily):
         rng = params.rng("formulas")
         plan = _plan(params, rng)
         book = _workbook(plan, params, rng)
+        planted = FAULTS[params.difficulty] + (params.difficulty == "hard")
+        for _attempt in range(50):  # a fault that happens to compute the right value is none
+            if len(repairs_needed(read_book(book), plan)) == planted:
+                break
+            book = _workbook(plan, params, rng)
         turn_kinds, fossil_from = plan_turns(rng, params, "input_replaced")
         turns: list[UserTurn] = []
         revised = plan

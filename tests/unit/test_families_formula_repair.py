@@ -42,9 +42,12 @@ def test_the_evaluator_follows_references_and_refuses_broken_ones() -> None:
             evaluate(book, sheet, cell)
 
 
-@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
-def test_every_planted_fault_is_a_repair(difficulty: str) -> None:
-    draft = FAMILY.draft(FamilyParams(seed=4, difficulty=difficulty))  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("seed", "difficulty"),
+    [(4, "easy"), (4, "medium"), (4, "hard"), (1715612398, "medium")],  # the last: a budget
+)  # figure equal in two years, so a misaligned row first computed the right value
+def test_every_planted_fault_is_a_repair(seed: int, difficulty: str) -> None:
+    draft = FAMILY.draft(FamilyParams(seed=seed, difficulty=difficulty))  # type: ignore[arg-type]
     book = read_book(draft.workspace[BOOK])
     needed = repairs_needed(book, plan_from(book, draft.workspace[CSV]))
     faults = {"easy": 2, "medium": 3, "hard": 6}[difficulty]  # hard: a mistyped figure too
