@@ -17,16 +17,20 @@ import json
 from typing import Any
 
 from coworkgym.llm.signed_tokens import TokenClaims, mint
-from coworkgym.spec import ResourceRequirements, SandboxSettings
+from coworkgym.spec import SandboxSettings
 
 from .api.batch import API_VERSION, BATCH_KIND, Policy, ResolvedEnvironment, RolloutBatchSpec
 from .batch_settings import BatchSettings
 from .builders import (
-    FALLBACK_RESOURCES,
     LABEL_EGRESS,
     LABEL_SANDBOX,
-    MANAGED_BY,
-    SANDBOX_UID,
+    child_metadata,
+    container_security,
+    controller_reference,
+    isolation_policies,
+    job_manifest,
+    resolve_sandbox,
+    sandbox_pod,
 )
 
 Manifest = dict[str, Any]
@@ -71,24 +75,11 @@ def tokens_secret_name(batch: str) -> str:
 
 
 def owner_reference(batch: Manifest) -> Manifest:
-    meta = batch["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": BATCH_KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_reference(batch, API_VERSION, BATCH_KIND)
 
 
 def _meta(batch: Manifest, name: str, **labels: str) -> Manifest:
-    return {
-        "name": name,
-        "namespace": batch["metadata"]["namespace"],
-        "labels": {**MANAGED_BY, LABEL_BATCH: batch["metadata"]["name"], **labels},
-        "ownerReferences": [owner_reference(batch)],
-    }
+    return child_metadata(batch, owner_reference(batch), LABEL_BATCH, name, labels)
 
 
 # ---- volume, policies, tokens ---------------------------------------------------------
@@ -111,35 +102,12 @@ def network_policies(batch: Manifest, settings: BatchSettings) -> list[Manifest]
     """Deny all for the batch's pods; rollout pods may reach the gateway only, fetch and
     collect pods the object store only; verify pods nothing."""
     name = batch["metadata"]["name"]
-    op = settings.operator
     select = {LABEL_BATCH: name, LABEL_SANDBOX: "true"}
 
-    def policy(suffix: str, extra: dict[str, str], egress: list[Manifest]) -> Manifest:
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": _meta(batch, child_name(name, suffix)),
-            "spec": {
-                "podSelector": {"matchLabels": {**select, **extra}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [],
-                "egress": egress,
-            },
-        }
+    def meta(suffix: str) -> Manifest:
+        return _meta(batch, child_name(name, suffix))
 
-    gateway = {
-        "to": [{"podSelector": {"matchLabels": op.gateway_labels}}],
-        "ports": [{"protocol": "TCP", "port": op.gateway_port}],
-    }
-    store = {
-        "to": [{"ipBlock": {"cidr": op.store_cidr}}],
-        "ports": [{"protocol": "TCP", "port": op.store_port}],
-    }
-    return [
-        policy("deny-all", {}, []),
-        policy("egress-gateway", {LABEL_EGRESS: "gateway"}, [gateway]),
-        policy("egress-store", {LABEL_EGRESS: "object-store"}, [store]),
-    ]
+    return isolation_policies(meta, select, settings.operator)
 
 
 def token_scope(batch: Manifest, rid: str) -> str:
@@ -177,28 +145,10 @@ def gateway_tokens(
 
 # ---- pods -----------------------------------------------------------------------------
 def _sandbox(spec: RolloutBatchSpec, settings: BatchSettings) -> SandboxSettings:
-    mine, defaults = spec.sandbox, settings.operator.sandbox_defaults
-    return SandboxSettings(
-        image=mine.image or settings.operator.role_image,
-        resources=ResourceRequirements(
-            cpu=mine.resources.cpu or defaults.resources.cpu or FALLBACK_RESOURCES.cpu,
-            memory=mine.resources.memory or defaults.resources.memory or FALLBACK_RESOURCES.memory,
-        ),
-        runtime_class_name=mine.runtime_class_name or defaults.runtime_class_name,
-        node_selector=mine.node_selector or defaults.node_selector,
-        tolerations=mine.tolerations or defaults.tolerations,
-    )
+    return resolve_sandbox(spec.sandbox, settings.operator)
 
 
-SECURITY = {
-    "runAsNonRoot": True,
-    "runAsUser": SANDBOX_UID,
-    "runAsGroup": SANDBOX_UID,
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
+SECURITY = container_security()
 
 
 def _container(
@@ -268,46 +218,17 @@ def _job(
     labels = {LABEL_BATCH: name, LABEL_STEP: step, LABEL_SANDBOX: "true", LABEL_EGRESS: egress}
     if rid:
         labels[LABEL_ROLLOUT] = rid
-    pod: Manifest = {
-        "restartPolicy": "Never",
-        "serviceAccountName": settings.operator.sandbox_service_account,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "shareProcessNamespace": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": SANDBOX_UID,
-            "runAsGroup": SANDBOX_UID,
-            "fsGroup": SANDBOX_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": containers,
-        "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": volume_name(name)}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            *([{"name": "shared", "emptyDir": {"sizeLimit": "2Gi"}}] if step == "rollout" else []),
-        ],
-    }
-    if sandbox.runtime_class_name:
-        pod["runtimeClassName"] = sandbox.runtime_class_name
-    if sandbox.node_selector:
-        pod["nodeSelector"] = dict(sandbox.node_selector)
-    if sandbox.tolerations:
-        pod["tolerations"] = [
-            t.model_dump(by_alias=True, exclude_none=True) for t in sandbox.tolerations
-        ]
+    volumes: list[Manifest] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": volume_name(name)}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        *([{"name": "shared", "emptyDir": {"sizeLimit": "2Gi"}}] if step == "rollout" else []),
+    ]
+    account = settings.operator.sandbox_service_account
+    pod = sandbox_pod(account, containers, volumes, sandbox, share_process_namespace=False)
     job_labels = {LABEL_STEP: step, **({LABEL_ROLLOUT: rid} if rid else {})}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _meta(batch, job_name(name, step, rid), **job_labels),
-        "spec": {
-            "backoffLimit": 0,  # a failed pod is an outcome (invalid, with the reason)
-            "activeDeadlineSeconds": deadline,
-            "ttlSecondsAfterFinished": settings.operator.job_ttl_seconds,
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
+    metadata = _meta(batch, job_name(name, step, rid), **job_labels)
+    # backoffLimit 0: a failed pod is an outcome (invalid, with the reason)
+    return job_manifest(metadata, deadline, settings.operator.job_ttl_seconds, labels, pod)
 
 
 def _input(value: Any) -> Manifest:

@@ -11,6 +11,7 @@ the kubelet's mount, not by the role's good behaviour. Only the release Job talk
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from coworkgym.detector.defects import Defect
@@ -39,11 +40,12 @@ LABEL_GENERATION = "coworkgym.dev/generation"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cowork-gym"}
 
 
-def owner_reference(env: Manifest) -> Manifest:
-    meta = env["metadata"]
+# ---- shared by every kind's children (builders.py, batch_builders.py) ------------------
+def controller_reference(owner: Manifest, api_version: str, kind: str) -> Manifest:
+    meta = owner["metadata"]
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
+        "apiVersion": api_version,
+        "kind": kind,
         "name": meta["name"],
         "uid": meta["uid"],
         "controller": True,
@@ -51,13 +53,148 @@ def owner_reference(env: Manifest) -> Manifest:
     }
 
 
-def _meta(env: Manifest, name: str, **labels: str) -> Manifest:
+def child_metadata(
+    owner: Manifest, reference: Manifest, owner_label: str, name: str, labels: dict[str, str]
+) -> Manifest:
+    """A child's metadata: the owner's namespace, managed-by, ``owner_label`` naming the
+    owner, then ``labels``, and ``reference`` as its only owner reference."""
     return {
         "name": name,
-        "namespace": env["metadata"]["namespace"],
-        "labels": {**MANAGED_BY, LABEL_ENV: env["metadata"]["name"], **labels},
-        "ownerReferences": [owner_reference(env)],
+        "namespace": owner["metadata"]["namespace"],
+        "labels": {**MANAGED_BY, owner_label: owner["metadata"]["name"], **labels},
+        "ownerReferences": [reference],
     }
+
+
+def isolation_policies(
+    meta: Callable[[str], Manifest], select: dict[str, str], settings: OperatorSettings
+) -> list[Manifest]:
+    """Deny everything for the pods ``select`` matches; then allow only the LLM gateway for
+    pods labelled egress=gateway, and only the object store for egress=object-store.
+    ``meta`` gives a policy's metadata from its name suffix."""
+
+    def policy(suffix: str, extra: dict[str, str], egress: list[Manifest]) -> Manifest:
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta(suffix),
+            "spec": {
+                "podSelector": {"matchLabels": {**select, **extra}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [],
+                "egress": egress,
+            },
+        }
+
+    gateway = {
+        "to": [{"podSelector": {"matchLabels": settings.gateway_labels}}],
+        "ports": [{"protocol": "TCP", "port": settings.gateway_port}],
+    }
+    store = {
+        "to": [{"ipBlock": {"cidr": settings.store_cidr}}],
+        "ports": [{"protocol": "TCP", "port": settings.store_port}],
+    }
+    return [
+        policy("deny-all", {}, []),
+        policy("egress-gateway", {LABEL_EGRESS: "gateway"}, [gateway]),
+        policy("egress-store", {LABEL_EGRESS: "object-store"}, [store]),
+    ]
+
+
+FALLBACK_RESOURCES = ResourceRequirements(cpu="1", memory="2Gi")  # no chart value set either
+
+
+def resolve_sandbox(mine: SandboxSettings, settings: OperatorSettings) -> SandboxSettings:
+    """A spec's sandbox settings, with the operator's defaults where the spec has none."""
+    defaults = settings.sandbox_defaults
+    # The CRDs default none of these, so a field the user left out is None or empty here.
+    return SandboxSettings(
+        image=mine.image or settings.role_image,
+        resources=ResourceRequirements(
+            cpu=mine.resources.cpu or defaults.resources.cpu or FALLBACK_RESOURCES.cpu,
+            memory=mine.resources.memory or defaults.resources.memory or FALLBACK_RESOURCES.memory,
+        ),
+        runtime_class_name=mine.runtime_class_name or defaults.runtime_class_name,
+        node_selector=mine.node_selector or defaults.node_selector,
+        tolerations=mine.tolerations or defaults.tolerations,
+    )
+
+
+def container_security() -> Manifest:
+    """A sandbox container's securityContext (a fresh dict each call)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SANDBOX_UID,
+        "runAsGroup": SANDBOX_UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def sandbox_pod(
+    service_account: str,
+    containers: list[Manifest],
+    volumes: list[Manifest],
+    sandbox: SandboxSettings,
+    *,
+    share_process_namespace: bool | None = None,
+) -> Manifest:
+    """A hardened sandbox pod spec: never restarted, no service-account token, no service
+    links, non-root with the sandbox's runtime class, node selector and tolerations."""
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+    if share_process_namespace is not None:
+        pod["shareProcessNamespace"] = share_process_namespace
+    pod["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": SANDBOX_UID,
+        "runAsGroup": SANDBOX_UID,
+        "fsGroup": SANDBOX_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    pod["containers"] = containers
+    pod["volumes"] = volumes
+    if sandbox.runtime_class_name:
+        pod["runtimeClassName"] = sandbox.runtime_class_name
+    if sandbox.node_selector:
+        pod["nodeSelector"] = dict(sandbox.node_selector)
+    if sandbox.tolerations:
+        pod["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in sandbox.tolerations
+        ]
+    return pod
+
+
+def job_manifest(
+    metadata: Manifest, deadline: int, ttl: int, pod_labels: dict[str, str], pod: Manifest
+) -> Manifest:
+    """A Job of one pod that is never retried: a failed pod is the caller's to judge."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline,
+            "ttlSecondsAfterFinished": ttl,
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod},
+        },
+    }
+
+
+# ---- a CoworkEnvironment's children -----------------------------------------------------
+def owner_reference(env: Manifest) -> Manifest:
+    return controller_reference(env, f"{GROUP}/{VERSION}", KIND)
+
+
+def _meta(env: Manifest, name: str, **labels: str) -> Manifest:
+    return child_metadata(env, owner_reference(env), LABEL_ENV, name, labels)
 
 
 def volume_name(env_name: str, role: str) -> str:
@@ -93,33 +230,7 @@ def network_policies(env: Manifest, settings: OperatorSettings) -> list[Manifest
     for pods labelled egress=gateway, and only the object store for the release pod."""
     name = env["metadata"]["name"]
     select = {LABEL_ENV: name, LABEL_SANDBOX: "true"}
-
-    def policy(suffix: str, extra: dict[str, str], egress: list[Manifest]) -> Manifest:
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": _meta(env, f"{name}-{suffix}"),
-            "spec": {
-                "podSelector": {"matchLabels": {**select, **extra}},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [],
-                "egress": egress,
-            },
-        }
-
-    gateway = {
-        "to": [{"podSelector": {"matchLabels": settings.gateway_labels}}],
-        "ports": [{"protocol": "TCP", "port": settings.gateway_port}],
-    }
-    store = {
-        "to": [{"ipBlock": {"cidr": settings.store_cidr}}],
-        "ports": [{"protocol": "TCP", "port": settings.store_port}],
-    }
-    return [
-        policy("deny-all", {}, []),
-        policy("egress-gateway", {LABEL_EGRESS: "gateway"}, [gateway]),
-        policy("egress-store", {LABEL_EGRESS: "object-store"}, [store]),
-    ]
+    return isolation_policies(lambda suffix: _meta(env, f"{name}-{suffix}"), select, settings)
 
 
 def job_name(env_name: str, stage: str, iteration: int, attempt: int) -> str:
@@ -141,24 +252,8 @@ def stage_input(
     )
 
 
-FALLBACK_RESOURCES = ResourceRequirements(cpu="1", memory="2Gi")  # no chart value set either
-
-
 def _sandbox(spec: EnvironmentSpec, settings: OperatorSettings) -> SandboxSettings:
-    """The spec's sandbox settings, with the operator's defaults where the spec has none."""
-    mine = spec.sandbox
-    defaults = settings.sandbox_defaults
-    # The CRD defaults none of these, so a field the user left out is None or empty here.
-    return SandboxSettings(
-        image=mine.image or settings.role_image,
-        resources=ResourceRequirements(
-            cpu=mine.resources.cpu or defaults.resources.cpu or FALLBACK_RESOURCES.cpu,
-            memory=mine.resources.memory or defaults.resources.memory or FALLBACK_RESOURCES.memory,
-        ),
-        runtime_class_name=mine.runtime_class_name or defaults.runtime_class_name,
-        node_selector=mine.node_selector or defaults.node_selector,
-        tolerations=mine.tolerations or defaults.tolerations,
-    )
+    return resolve_sandbox(spec.sandbox, settings)
 
 
 def stage_job(
@@ -198,15 +293,7 @@ def stage_job(
         "command": ["python", "-m", "coworkgym.roles.job", stage],
         "env": env_vars,
         "resources": {"requests": resources, "limits": resources},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": SANDBOX_UID,
-            "runAsGroup": SANDBOX_UID,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": container_security(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             {"name": vol, "mountPath": f"/work/{vol}", "readOnly": not writable}
@@ -216,55 +303,27 @@ def stage_job(
     }
     if env_from:
         container["envFrom"] = env_from
-    pod_spec: Manifest = {
-        "restartPolicy": "Never",
-        "serviceAccountName": settings.sandbox_service_account,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": SANDBOX_UID,
-            "runAsGroup": SANDBOX_UID,
-            "fsGroup": SANDBOX_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [container],
-        "volumes": [
-            {
-                "name": vol,
-                "persistentVolumeClaim": {
-                    "claimName": volume_name(name, vol),
-                    "readOnly": not writable,
-                },
-            }
-            for vol, writable in MOUNTS[stage]
-        ]
-        + [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
-    }
-    if sandbox.runtime_class_name:
-        pod_spec["runtimeClassName"] = sandbox.runtime_class_name
-    if sandbox.node_selector:
-        pod_spec["nodeSelector"] = dict(sandbox.node_selector)
-    if sandbox.tolerations:
-        pod_spec["tolerations"] = [
-            t.model_dump(by_alias=True, exclude_none=True) for t in sandbox.tolerations
-        ]
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _meta(
-            env,
-            job_name(name, stage, iteration, attempt),
-            **{
-                LABEL_STAGE: stage,
-                "coworkgym.dev/iteration": str(iteration),
-                LABEL_GENERATION: str(env["metadata"].get("generation", 0)),
+    volumes: list[Manifest] = [
+        {
+            "name": vol,
+            "persistentVolumeClaim": {
+                "claimName": volume_name(name, vol),
+                "readOnly": not writable,
             },
-        ),
-        "spec": {
-            "backoffLimit": 0,  # retries are the loop's decision, not the Job's
-            "activeDeadlineSeconds": spec.budget.stage_timeout_seconds,
-            "ttlSecondsAfterFinished": settings.job_ttl_seconds,
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+        }
+        for vol, writable in MOUNTS[stage]
+    ]
+    volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}})
+    pod_spec = sandbox_pod(settings.sandbox_service_account, [container], volumes, sandbox)
+    metadata = _meta(
+        env,
+        job_name(name, stage, iteration, attempt),
+        **{
+            LABEL_STAGE: stage,
+            "coworkgym.dev/iteration": str(iteration),
+            LABEL_GENERATION: str(env["metadata"].get("generation", 0)),
         },
-    }
+    )
+    # backoffLimit 0: retries are the loop's decision, not the Job's
+    deadline = spec.budget.stage_timeout_seconds
+    return job_manifest(metadata, deadline, settings.job_ttl_seconds, pod_labels, pod_spec)
