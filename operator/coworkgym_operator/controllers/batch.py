@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-import threading
-from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +19,6 @@ import kopf
 from pydantic import ValidationError
 
 from .. import batch_metrics as m
-from .. import metrics
 from ..api.batch import BATCH_PLURAL, ResolvedEnvironment, RolloutBatchSpec
 from ..api.types import GROUP, VERSION
 from ..batch_settings import BatchSettings
@@ -36,6 +33,7 @@ from ..reconcile.batch import (
 )
 from ..reconcile.environment import JobObservation
 from .environment import kube
+from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
 
 SETTINGS = BatchSettings.from_env()
 KIND = "RolloutBatch"
@@ -101,54 +99,26 @@ def _is_address(host: str) -> bool:
     return True
 
 
-# kopf runs a batch's timer beside its event handlers, each with the body it was handed,
-# which may predate the status another handler just wrote: reconciling that copy would redo
-# (and announce, and count) a step already taken. So the reconciles of one batch take turns
-# (a lock per object), each reads the batch afresh and writes the status itself before its
-# turn ends, as the CoworkEnvironment controller does.
-_turns: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
-_turns_lock = threading.Lock()
+# the reconciles of one batch take turns, each on a fresh read (controllers/turns.py)
+_turns = Turns()
 
 
 def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
-    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
-    with _turns_lock:
-        turn = _turns[str(body.metadata.uid)]
-    with turn:
-        current = batch_kube().read_batch(namespace, name)
-        if current is None or current["metadata"].get("deletionTimestamp"):
-            return  # gone, or going: on_batch_delete handles it
-        _reconcile_once(current, body, logger)
+    # gone, or going: on_batch_delete handles it
+    _turns.reconcile(body, logger, batch_kube().read_batch, _reconcile_once)
 
 
 def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
-    batch = {
-        "metadata": current["metadata"],
-        "spec": current.get("spec") or {},
-        "status": current.get("status") or {},
-    }
-    namespace, name = str(batch["metadata"]["namespace"]), str(batch["metadata"]["name"])
-    metrics.RECONCILES.labels(namespace, KIND).inc()
+    batch, namespace, name = fresh(current)
     bk = batch_kube()
-    try:
+    with counted(namespace, KIND):
         plan = reconcile_batch(batch, observe(batch), settings_now())
-        for kind, child in plan.delete:
-            if bk.delete(namespace, kind, child):
-                logger.info(f"deleted {kind}/{child}")
-        for manifest in plan.create:
-            if bk.create(manifest):
-                logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
-        if plan.status != batch["status"]:  # skip no-op writes
-            bk.write_status(namespace, name, batch["status"], plan.status)
-    except Exception:
-        metrics.RECONCILE_ERRORS.labels(namespace, KIND).inc()
-        raise  # kopf retries with backoff
-    if plan.transition:
-        before, after = plan.transition
-        logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
+        carry_out(
+            bk, logger, namespace, name, plan.delete, plan.create, batch["status"], plan.status
+        )
+    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, plan)
-    for kind, reason, message in plan.events:
-        kopf.event(body, type=kind, reason=reason, message=message)
+    post_events(body, plan.events)
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +19,7 @@ from ..api.types import GROUP, PLURAL, VERSION
 from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
+from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
 
 SETTINGS = OperatorSettings.from_env()
 COMPONENT = "cowork-gym-operator"  # events' source, in `kubectl describe` and `get events`
@@ -31,13 +30,8 @@ LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 TERMINAL = ("Released", "Rejected", "Failed")
 _kube: Kube | None = None
 
-# kopf runs an object's timer beside its event handlers, each with the body it was handed,
-# which may predate the status another handler just wrote: reconciling such a copy would
-# redo (and announce, and count) a step already taken. So reconciles of one environment
-# take turns (a lock per object), each reads the object afresh, and each writes the status
-# itself before its turn ends (kopf's patch would land only after the handler returns).
-_turns: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
-_turns_lock = threading.Lock()
+# reconciles of one environment take turns, each on a fresh read (controllers/turns.py)
+_turns = Turns()
 
 
 def kube() -> Kube:
@@ -96,25 +90,13 @@ def family_of(spec: dict[str, Any]) -> str:
 
 
 def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
-    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
-    with _turns_lock:
-        turn = _turns[str(body.metadata.uid)]
-    with turn:
-        current = kube().read_environment(namespace, name)
-        if current is None or current["metadata"].get("deletionTimestamp"):
-            return  # gone, or going: on_delete handles it
-        _reconcile_once(current, body, logger)
+    # gone, or going: on_delete handles it
+    _turns.reconcile(body, logger, kube().read_environment, _reconcile_once)
 
 
 def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
-    env = {
-        "metadata": current["metadata"],
-        "spec": current.get("spec") or {},
-        "status": current.get("status") or {},
-    }
-    namespace, name = str(env["metadata"]["namespace"]), str(env["metadata"]["name"])
-    metrics.RECONCILES.labels(namespace, "CoworkEnvironment").inc()
-    try:
+    env, namespace, name = fresh(current)
+    with counted(namespace, "CoworkEnvironment"):
         pending = pending_job_name(env)
         observed = Observed(
             job=kube().observe_job(namespace, pending) if pending else None,
@@ -124,23 +106,12 @@ def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logge
         plan = reconcile(env, observed, SETTINGS)
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
-        for kind, child in plan.delete:
-            if kube().delete(namespace, kind, child):
-                logger.info(f"deleted {kind}/{child}")
-        for manifest in plan.create:
-            if kube().create(manifest):
-                logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
-        if plan.status != env["status"]:  # skip no-op writes
-            kube().write_status(namespace, name, env["status"], plan.status)
-    except Exception:
-        metrics.RECONCILE_ERRORS.labels(namespace, "CoworkEnvironment").inc()
-        raise  # kopf retries with backoff: a temporary error
-    if plan.transition:
-        before, after = plan.transition
-        logger.info(f"phase {before} → {after}: {plan.status.get('message', '')}")
+        carry_out(
+            kube(), logger, namespace, name, plan.delete, plan.create, env["status"], plan.status
+        )
+    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, _family(env), plan)
-    for kind, reason, message in plan.events:
-        kopf.event(body, type=kind, reason=reason, message=message)
+    post_events(body, plan.events)
 
 
 def _family(env: dict[str, Any]) -> str:
@@ -193,8 +164,7 @@ def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
         kube().remove_finalizer(namespace, name, LEGACY_FINALIZER)
     metrics.observe_phase(namespace, name, "", None)
-    with _turns_lock:
-        _turns.pop(str(body.metadata.uid), None)
+    _turns.forget(str(body.metadata.uid))
     logger.info(f"deleted the children of {name}")
 
 
