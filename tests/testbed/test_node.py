@@ -71,15 +71,16 @@ def operator_env(tb: Testbed) -> dict[str, str]:
 @pytest.fixture
 def operator(
     testbed_env: Testbed, node_ns: str, tmp_path: Path
-) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Starts `python -m coworkgym_operator` for the namespace; every one is killed at the end."""
     started: list[subprocess.Popen[bytes]] = []
     env = os.environ | testbed_env.env() | operator_env(testbed_env)
 
-    def start() -> subprocess.Popen[bytes]:
+    def start(**settings: str) -> subprocess.Popen[bytes]:
+        """``settings``: extra operator environment variables for this start."""
         argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", node_ns]
         with (tmp_path / f"operator-{len(started)}.log").open("wb") as log:
-            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            p = subprocess.Popen(argv, env=env | settings, stdout=log, stderr=subprocess.STDOUT)
         started.append(p)
         return p
 
@@ -148,9 +149,11 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
 
 # ---- end to end ---------------------------------------------------------------------------
 def test_an_environment_is_released_by_pods_that_really_ran(
-    cluster: Cluster, operator: Callable[[], subprocess.Popen[bytes]], tmp_path: Path
+    cluster: Cluster, operator: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
-    operator()
+    # Retain keeps the finished stage pods, which this test inspects (the default, Delete,
+    # removes them with the role volumes at the outcome: tested below).
+    operator(COWORKGYM_VOLUME_RETENTION="Retain")
     cluster.apply(spec_manifest("real", cluster.ns))
     assert (
         wait_phase(cluster, "real", ("Released", "Rejected", "Failed"), RELEASE_TIMEOUT)
@@ -177,7 +180,7 @@ def test_an_environment_is_released_by_pods_that_really_ran(
 
 
 def test_an_injected_defect_is_revised_by_real_pods(
-    cluster: Cluster, operator: Callable[[], subprocess.Popen[bytes]]
+    cluster: Cluster, operator: Callable[..., subprocess.Popen[bytes]]
 ) -> None:
     operator()
     faults = {"probability": 1.0, "kinds": ["leak"]}
@@ -406,7 +409,7 @@ def released_manifests(tb: Testbed, ns: str) -> list[str]:
 
 
 def test_an_operator_killed_mid_stage_completes_the_environment_once(
-    cluster: Cluster, operator: Callable[[], subprocess.Popen[bytes]]
+    cluster: Cluster, operator: Callable[..., subprocess.Popen[bytes]]
 ) -> None:
     first = operator()
     cluster.apply(spec_manifest("kill", cluster.ns))
@@ -429,7 +432,7 @@ def test_an_operator_killed_mid_stage_completes_the_environment_once(
 
 
 def test_a_deleted_sandbox_pod_is_retried_and_deleting_leaves_nothing(
-    cluster: Cluster, operator: Callable[[], subprocess.Popen[bytes]]
+    cluster: Cluster, operator: Callable[..., subprocess.Popen[bytes]]
 ) -> None:
     operator()
     cluster.apply(spec_manifest("lost", cluster.ns))
@@ -502,6 +505,7 @@ def test_the_chart_runs_the_operator_as_a_pod_on_the_node(
         },
         "sandbox": {"image": images.ROLE_IMAGE, "resources": {"cpu": "500m", "memory": "1Gi"}},
         "sandboxImagePullPolicy": "Never",
+        "sandboxVolumes": {"retention": "Retain"},  # keep the stage pods this test inspects
         "s3": {"endpoint": tb.s3_node_endpoint, "credentialsSecret": S3_SECRET},
         "networkPolicy": {"objectStore": {
             "cidr": f"{NODE_IP}/32", "port": relay_port(tb), "dns": {"enabled": False},
