@@ -103,8 +103,15 @@ VERIFIER_INJECTORS = {
 }
 
 
-def apply_verifier_faults(output: VerifierOutput, faults: list[FaultKind]) -> VerifierOutput:
-    spec = output.spec
+def apply_verifier_faults(
+    output: VerifierOutput, faults: list[FaultKind]
+) -> tuple[VerifierOutput, list[FaultKind]]:
+    """The output with the faults injected, and the faults that took: a verifier with
+    nothing to loosen (no numeric check, no red line) carries no such fault."""
+    spec, applied = output.spec, []
     for fault in faults:
-        spec = VERIFIER_INJECTORS[fault](spec)
-    return replace(output, spec=spec)
+        changed = VERIFIER_INJECTORS[fault](spec)
+        if changed != spec:
+            spec = changed
+            applied.append(fault)
+    return replace(output, spec=spec), applied

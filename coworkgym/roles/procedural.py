@@ -160,8 +160,8 @@ class ProceduralVerifierConstructor:
         self, request: RoleRequest, built: BuilderOutput, previous: VerifierOutput | None
     ) -> VerifierOutput:
         active = _faults_now(request, previous, "verifier", faults.VERIFIER_FAULTS)
-        self.history.setdefault(request.name, list(active))
         output = family_of(request.spec).verifier(built, params_of(request.spec))
-        output = faults.apply_verifier_faults(output, active)
-        output.faults = list(active)
+        output, applied = faults.apply_verifier_faults(output, active)
+        self.history.setdefault(request.name, list(applied))
+        output.faults = applied
         return output
