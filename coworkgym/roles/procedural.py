@@ -163,5 +163,5 @@ class ProceduralVerifierConstructor:
         output = family_of(request.spec).verifier(built, params_of(request.spec))
         output, applied = faults.apply_verifier_faults(output, active)
         self.history.setdefault(request.name, list(applied))
-        output.faults = applied
+        output.faults = list[str](applied)
         return output
