@@ -1,0 +1,45 @@
+"""SFT: cross-entropy on the agent tokens only, averaged over every target token of the
+batch (the loss TRL's SFTTrainer computes with a completion or assistant mask)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+from .base import Metrics
+from .batching import Batch
+from .config import ObjectiveConfig
+from .logprobs import target_logprobs
+from .moe import freeze_router
+
+
+class SFTObjective:
+    name: Literal["sft"] = "sft"
+    needs_reference = False
+    needs_teacher = False
+
+    def __init__(self, config: ObjectiveConfig) -> None:
+        self.config = config
+
+    def prepare(self, model: torch.nn.Module) -> list[str]:
+        return freeze_router(model) if self.config.router_frozen_for("sft") else []
+
+    def loss(
+        self,
+        model: Any,
+        batch: Batch,
+        *,
+        reference_model: Any | None = None,
+        teacher_model: Any | None = None,
+    ) -> tuple[torch.Tensor, Metrics]:
+        logprobs, scored = target_logprobs(model, batch, temperature=self.config.temperature)
+        count = float(logprobs.numel())
+        # A batch without targets gives a differentiable 0, not 0/0.
+        loss = -logprobs.sum() / max(count, 1.0)
+        with torch.no_grad():
+            accuracy = (scored.logits.argmax(-1) == scored.targets).float().mean() if count else 0.0
+        return loss, {"loss": float(loss.detach()), "tokens": count, "accuracy": float(accuracy)}
+
+
+__all__ = ["SFTObjective"]
