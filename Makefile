@@ -44,6 +44,7 @@ test: system-deps install ## Run the test suite (unit + integration; test-bed te
 generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models
 	$(PY) -m coworkgym_operator.api.crd
 	$(PY) -m coworkgym_operator.api.batch_crd
+	$(PY) -m coworkgym_operator.api.training_crd
 
 .PHONY: lint
 lint: install install-training ## ruff, mypy and the layering contracts (import-linter)
@@ -55,6 +56,7 @@ lint: install install-training ## ruff, mypy and the layering contracts (import-
 verify: lint test ## Everything CI checks: generated files in sync, lint, types, tests
 	$(PY) -m coworkgym_operator.api.crd --check
 	$(PY) -m coworkgym_operator.api.batch_crd --check
+	$(PY) -m coworkgym_operator.api.training_crd --check
 
 .PHONY: testbed-build
 testbed-build: ## Build the test-bed binaries from Go modules (cached outside the repo)
@@ -65,8 +67,8 @@ testbed-images: ## Build the node's images (pause, role sandbox, operator) with 
 	testbed/build-images.sh
 
 .PHONY: testbed-up
-testbed-up: install ## Start the local Kubernetes control plane + S3 server (NODE=1: and a node)
-	$(PY) -m coworkgym_testbed up $(if $(NODE),--node)
+testbed-up: install ## Start the local Kubernetes control plane + S3 server (NODE=1: and a node; KUBERAY=1: and KubeRay)
+	$(PY) -m coworkgym_testbed up $(if $(NODE),--node) $(if $(KUBERAY),--kuberay)
 
 .PHONY: testbed-operator
 testbed-operator: install ## Install the operator on the test-bed's node (Helm, testbed/values.yaml, namespace cowork-gym)

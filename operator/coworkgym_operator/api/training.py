@@ -1,0 +1,370 @@
+"""The TrainingRun resource: post-train a model on trajectories, on the cluster.
+
+``spec`` says what to train (objective, model, data, selection, hyperparameters), on what
+(workers and GPUs per worker), where the checkpoints go, and the lifecycle fields users
+know from KubeRay's RayJob (backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished,
+suspend, shutdownAfterJobFinishes). ``status`` holds the conditions, the progress (step of
+total), the latest metrics and the last good checkpoint. The CRD is generated from these
+models (``api/training_crd.py``); docs/training.md shows how to apply one. Field
+descriptions are what ``kubectl explain trainingrun.spec`` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .batch import EnvironmentSelection, Sampling, _Spec
+from .types import GROUP, VERSION, Condition, _Status
+
+TRAINING_KIND = "TrainingRun"
+TRAINING_PLURAL = "trainingruns"
+TRAINING_SINGULAR = "trainingrun"
+TRAINING_SHORT_NAME = "tr"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+OBJECTIVES = ("sft", "grpo", "opd")
+ON_POLICY = ("grpo", "opd")
+SELECTION_METHODS = ("nll", "rsr", "none")
+MAX_WORKERS = 256
+MAX_ROUNDS = 100
+
+# Messages shared by the models and the CRD's CEL rules (the API server and the operator
+# say the same thing, naming the field).
+ONE_DATA_SOURCE = (
+    "spec.data needs exactly one of rolloutBatch (a RolloutBatch of this namespace) or uri "
+    "(an s3:// dataset of trajectory JSONL)"
+)
+DATA_NOT_S3 = "spec.data.uri must be an s3:// URI of a .jsonl file or a prefix of them"
+MODEL_URI = (
+    "spec.model must be an s3:// URI or an absolute path (a Hugging Face model folder the "
+    "training pod can read)"
+)
+OUTPUT_NOT_S3 = "spec.output.uri must be an s3:// URI (s3://bucket/prefix) for the checkpoints"
+OPD_NEEDS_TEACHER = "spec.teacher is required when spec.objective is opd (the teacher model)"
+ROUNDS_NEED_ROLLOUT = (
+    "spec.rounds > 1 needs spec.rollout (how each round rolls the current checkpoint out) "
+    "and an on-policy objective (grpo or opd)"
+)
+SPEC_FROZEN = (
+    "spec is immutable once the run exists, except suspend, activeDeadlineSeconds and "
+    "ttlSecondsAfterFinished; create a new TrainingRun for other data, model or settings"
+)
+
+
+def _model_location(value: str) -> bool:
+    return value.startswith(("s3://", "/"))
+
+
+class RolloutBatchReference(_Spec):
+    """A RolloutBatch of this namespace whose trajectories are the data."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The RolloutBatch's name. The run waits (DataReady Unknown) until it is "
+        "Complete, and fails if the batch failed.",
+    )
+    trajectories: Literal["kept", "all"] = Field(
+        "kept",
+        description="kept: what the batch's filter kept (kept.jsonl); all: every trajectory "
+        "(trajectories.jsonl).",
+    )
+
+
+class DataSource(_Spec):
+    """Where the trajectories come from: exactly one of rolloutBatch or uri."""
+
+    rollout_batch: RolloutBatchReference | None = Field(
+        None, description="A RolloutBatch of this namespace; its output is the data."
+    )
+    uri: str | None = Field(
+        None,
+        max_length=1024,
+        description="An s3:// dataset: one trajectory .jsonl file, or a prefix holding "
+        "them. The run checks it exists before training starts.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DataSource:
+        if (self.rollout_batch is None) == (self.uri is None):
+            raise ValueError(ONE_DATA_SOURCE)
+        if self.uri is not None and not self.uri.startswith("s3://"):
+            raise ValueError(DATA_NOT_S3)
+        return self
+
+
+class Selection(_Spec):
+    """Model-conditioned trajectory selection before training (as `cowork-gym select`)."""
+
+    method: Literal["nll", "rsr", "none"] = Field(
+        "none",
+        description="nll: keep the central fraction of each length bin by the student's "
+        "mean NLL on agent tokens; rsr: keep the lowest rank-sum ratio; none: train on all.",
+    )
+    keep: float = Field(
+        0.7, gt=0, le=1, description="The fraction of each length bin kept (paper: 0.7)."
+    )
+    bins: int = Field(5, ge=1, le=100, description="Equal-frequency length bins.")
+
+
+class Hyperparameters(_Spec):
+    """The optimizer and objective settings; unset fields are the trainer's defaults."""
+
+    learning_rate: float = Field(1e-5, gt=0, le=1, description="Peak learning rate (AdamW).")
+    epochs: int = Field(1, ge=1, le=1000, description="Passes over the data.")
+    max_steps: int | None = Field(
+        None, ge=1, description="Stop after this many optimizer steps (unset: the epochs')."
+    )
+    batch_size: int = Field(8, ge=1, le=65536, description="Sequences per optimizer step.")
+    max_length: int = Field(
+        4096, ge=16, le=1_048_576, description="Tokens per sequence; longer ones are cut."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    seed: int = Field(0, ge=0, description="Seed of data order and initialisation.")
+    checkpoint_every: int | None = Field(
+        None, ge=1, description="Save a checkpoint every this many steps (unset: per epoch)."
+    )
+    clip_epsilon: float | None = Field(
+        None, gt=0, le=1, description="GRPO: the policy-ratio clip (unset: the trainer's)."
+    )
+    kl_coefficient: float | None = Field(
+        None, ge=0, description="GRPO: weight of the KL to the reference (unset: no KL)."
+    )
+    top_k: int | None = Field(
+        None, ge=1, le=65536, description="OPD: the teacher's top-k support (unset: full)."
+    )
+
+
+class Resources(_Spec):
+    """What the run trains on: N workers, each with its GPUs, CPU and memory."""
+
+    workers: int = Field(
+        1,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Training workers (Ray Train). On a RayJob each is a Ray worker pod; "
+        "on the plain Job they share one pod on one node.",
+    )
+    gpus_per_worker: int = Field(
+        0, ge=0, le=16, description="nvidia.com/gpu per worker; 0 trains on CPU (gloo)."
+    )
+    cpu_per_worker: str | None = Field(
+        None,
+        max_length=32,
+        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        description="CPU per worker, e.g. 4 or 500m; unset = the operator's default "
+        "(Helm value training.resources.cpu).",
+    )
+    memory_per_worker: str | None = Field(
+        None,
+        max_length=32,
+        pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)?$",
+        description="Memory per worker, e.g. 16Gi; unset = the operator's default "
+        "(Helm value training.resources.memory).",
+    )
+
+
+class RoundRollout(_Spec):
+    """How each round of an on-policy run rolls the current checkpoint out (rounds > 1)."""
+
+    environments: EnvironmentSelection = Field(description="Which environments each round.")
+    harness: Literal["mini-swe-agent", "openai-agents", "tool-calling"] = Field(
+        "tool-calling", description="How the served checkpoint is driven."
+    )
+    samples_per_environment: int = Field(
+        4, ge=1, le=1024, description="Rollouts per environment each round (the group size)."
+    )
+    sampling: Sampling = Field(default_factory=Sampling, description="Sampling settings.")
+
+
+class Output(_Spec):
+    """Where the checkpoints and the metrics log go."""
+
+    uri: str = Field(
+        max_length=1024,
+        description="An s3:// prefix: checkpoints/step-<n>/ per checkpoint and "
+        "metrics.jsonl. A run that restarts resumes from the last checkpoint there.",
+    )
+
+    @model_validator(mode="after")
+    def _s3(self) -> Output:
+        if not self.uri.startswith("s3://"):
+            raise ValueError(OUTPUT_NOT_S3)
+        return self
+
+
+class TrainingRunSpec(_Spec):
+    """One training run: objective, model, data, settings, and its lifecycle."""
+
+    objective: Literal["sft", "grpo", "opd"] = Field(
+        description="sft: supervised fine-tuning on agent tokens; grpo: group-relative "
+        "policy optimisation on the trajectories' rewards; opd: on-policy distillation "
+        "from spec.teacher."
+    )
+    model: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="The policy's starting weights: an s3:// URI or an absolute path in "
+        "the training image (a Hugging Face model folder with its tokenizer).",
+    )
+    teacher: str | None = Field(
+        None,
+        max_length=1024,
+        description="opd only: the teacher's weights (s3:// URI or absolute path).",
+    )
+    data: DataSource = Field(description="Where the trajectories come from.")
+    selection: Selection = Field(
+        default_factory=Selection, description="Which trajectories are trained on."
+    )
+    hyperparameters: Hyperparameters = Field(
+        default_factory=Hyperparameters, description="Optimizer and objective settings."
+    )
+    resources: Resources = Field(
+        default_factory=Resources, description="Workers and what each one gets."
+    )
+    rounds: int = Field(
+        1,
+        ge=1,
+        le=MAX_ROUNDS,
+        description="On-policy rounds (grpo, opd): each serves the latest checkpoint, rolls "
+        "it out and trains on the result. More than 1 needs spec.rollout.",
+    )
+    rollout: RoundRollout | None = Field(
+        None, description="How each round rolls out (rounds > 1 only)."
+    )
+    output: Output = Field(description="Where the checkpoints go.")
+    image: str | None = Field(
+        None,
+        max_length=512,
+        description="The training image; unset = the operator's (Helm value training.image).",
+    )
+    backoff_limit: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Retries after a failed training pod (or RayJob submission), each "
+        "resuming from the last checkpoint; as a Job's and a RayJob's backoffLimit.",
+    )
+    active_deadline_seconds: int | None = Field(
+        None,
+        ge=60,
+        description="Wall-clock limit of the training, retries included; past it the run "
+        "fails (reason DeadlineExceeded). Unset = none.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None,
+        ge=0,
+        description="Delete the finished Job (or RayJob) and its pods this many seconds "
+        "after it ends; the TrainingRun and its status stay. Unset = the operator's.",
+    )
+    suspend: bool = Field(
+        False,
+        description="true stops the training (its pods are deleted) and keeps the run; "
+        "false again resumes it from the last checkpoint.",
+    )
+    shutdown_after_job_finishes: bool = Field(
+        True,
+        description="RayJob only: delete the RayCluster once the training ends (a plain Job's "
+        "pod always ends with it).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainingRunSpec:
+        if not _model_location(self.model):
+            raise ValueError(MODEL_URI)
+        if self.objective == "opd" and not self.teacher:
+            raise ValueError(OPD_NEEDS_TEACHER)
+        if self.rounds > 1 and (self.rollout is None or self.objective not in ON_POLICY):
+            raise ValueError(ROUNDS_NEED_ROLLOUT)
+        return self
+
+    def to_wire(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---- status ------------------------------------------------------------------------------
+class Progress(_Status):
+    """How far the training is, as the trainer last reported it."""
+
+    step: int = Field(0, ge=0, description="Optimizer steps done.")
+    total_steps: int | None = Field(None, ge=0, description="Steps planned (once known).")
+    epoch: float | None = Field(None, ge=0, description="Epochs done (fractional).")
+    round: int | None = Field(None, ge=0, description="The on-policy round (rounds > 1).")
+    summary: str = Field("", description="step/total at a glance, e.g. 120/400, for kubectl get.")
+    last_report_time: str | None = Field(
+        None, description="When the controller last saw the step advance (RFC 3339)."
+    )
+
+
+class TrainingRunStatus(_Status):
+    """Written once per reconcile by the controller; never edited by users."""
+
+    phase: str = Field(
+        "Pending", description="One word derived from the conditions, for kubectl get."
+    )
+    observed_generation: int | None = Field(
+        None, description="The spec generation the status was computed from."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="The status contract: one entry per condition type."
+    )
+    step: Literal["data", "train", "done"] = Field(
+        "data",
+        description="Where the run is: data (waiting for the trajectories), train, done.",
+    )
+    backend: Literal["Job", "RayJob"] | None = Field(
+        None,
+        description="What runs the training: RayJob where KubeRay's CRD is installed, else a "
+        "plain Job on one node. Chosen once, when the training starts.",
+    )
+    job_name: str | None = Field(None, description="The Job or RayJob running the training.")
+    starts: int = Field(0, ge=0, description="Times the training was started (resumes count).")
+    data_uri: str | None = Field(
+        None, description="The trajectories trained on (resolved from spec.data)."
+    )
+    progress: Progress = Field(default_factory=Progress, description="Step of total.")
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="The trainer's latest metrics (loss, tokens_per_s, grad_norm, "
+        "reward_mean, groups_kept, ...); finite values only.",
+    )
+    checkpoint_uri: str | None = Field(
+        None, description="The last good checkpoint (kept when the run fails)."
+    )
+    start_time: str | None = Field(None, description="When the training first started.")
+    completion_time: str | None = Field(None, description="When the run succeeded or failed.")
+    message: str = Field("", description="The latest outcome or error, in a sentence.")
+
+
+class TrainingRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    apiVersion: str = API_VERSION  # Kubernetes field name
+    kind: str = TRAINING_KIND
+    metadata: dict[str, object] = Field(default_factory=dict)
+    spec: TrainingRunSpec
+    status: TrainingRunStatus | None = None
+
+
+__all__ = [
+    "API_VERSION",
+    "OBJECTIVES",
+    "TRAINING_KIND",
+    "TRAINING_PLURAL",
+    "TRAINING_SHORT_NAME",
+    "TRAINING_SINGULAR",
+    "DataSource",
+    "Hyperparameters",
+    "Output",
+    "Progress",
+    "Resources",
+    "RolloutBatchReference",
+    "RoundRollout",
+    "Selection",
+    "TrainingRun",
+    "TrainingRunSpec",
+    "TrainingRunStatus",
+]

@@ -1,0 +1,74 @@
+"""TrainingRun condition types and reasons: the status contract. The phase is derived from
+them (reconcile/training_conditions.py).
+
+Every condition is always present, with a reason and a message, and the generation it was
+computed from.
+
+- DataReady   the trajectories are there: the referenced RolloutBatch is Complete and
+              succeeded, or the s3:// dataset exists
+              (Unknown: WaitingForBatch, CheckingDataset; True: BatchComplete,
+              DatasetFound; False: BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
+              NotReached)
+- Running     the training Job (or RayJob) is running now
+              (Unknown: Starting, the pod is not running yet; True: Training;
+              False: Waiting, Suspended, Finished, NotReached)
+- Succeeded   the training ended and its checkpoint is in spec.output
+              (False: InProgress, Failed; True: Succeeded)
+- Failed      the run stopped without its checkpoint, whichever step: True with
+              InvalidSpec, BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
+              PodCannotStart,
+              NaNLoss, BackoffLimitExceeded, DeadlineExceeded, TrainerFailed,
+              OnPolicyRoundsUnsupported (False: InProgress, Succeeded)
+- Complete    the run reached its outcome, whichever: True with Succeeded or Failed, so
+              that ``kubectl wait --for=condition=Complete`` returns for every outcome, as
+              for the other kinds (False: InProgress)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TrainingCondition(StrEnum):
+    DATA_READY = "DataReady"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    COMPLETE = "Complete"
+
+
+class TrainingReason(StrEnum):
+    WAITING = "Waiting"
+    NOT_REACHED = "NotReached"
+    IN_PROGRESS = "InProgress"
+    WAITING_FOR_BATCH = "WaitingForBatch"
+    CHECKING_DATASET = "CheckingDataset"
+    BATCH_COMPLETE = "BatchComplete"
+    DATASET_FOUND = "DatasetFound"
+    BATCH_NOT_FOUND = "BatchNotFound"
+    BATCH_FAILED = "BatchFailed"
+    DATASET_NOT_FOUND = "DatasetNotFound"
+    DATA_CHECK_FAILED = "DataCheckFailed"
+    STARTING = "Starting"
+    TRAINING = "Training"
+    SUSPENDED = "Suspended"
+    FINISHED = "Finished"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID_SPEC = "InvalidSpec"
+    POD_CANNOT_START = "PodCannotStart"
+    NAN_LOSS = "NaNLoss"
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    TRAINER_FAILED = "TrainerFailed"
+    ROUNDS_UNSUPPORTED = "OnPolicyRoundsUnsupported"
+
+
+class TrainingPhase(StrEnum):
+    PENDING = "Pending"
+    WAITING_FOR_DATA = "WaitingForData"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"

@@ -1,0 +1,150 @@
+"""Generate the TrainingRun CustomResourceDefinition from the pydantic models
+(api/training.py), with the same structural conversion as the other kinds (api/crd.py).
+
+    python -m coworkgym_operator.api.training_crd            # rewrite crds/ and the chart's copy
+    python -m coworkgym_operator.api.training_crd --check    # exit 1 if either has drifted
+
+What the API server refuses: an unknown objective or selection method (enums), data given
+in none or both of the two ways, a dataset, output or model that is not where a pod can
+read it, opd without a teacher, rounds > 1 without a rollout spec or with sft, and a change
+of spec other than suspend, activeDeadlineSeconds and ttlSecondsAfterFinished. Each CEL
+message is the models' own, so the API server and the operator (which checks the models
+again: an older CRD) say the same thing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import crd as base
+from .batch import ONE_SELECTION
+from .training import (
+    DATA_NOT_S3,
+    MODEL_URI,
+    ON_POLICY,
+    ONE_DATA_SOURCE,
+    OPD_NEEDS_TEACHER,
+    OUTPUT_NOT_S3,
+    ROUNDS_NEED_ROLLOUT,
+    SPEC_FROZEN,
+    TRAINING_KIND,
+    TRAINING_PLURAL,
+    TRAINING_SHORT_NAME,
+    TRAINING_SINGULAR,
+    TrainingRunSpec,
+    TrainingRunStatus,
+)
+
+TARGETS = [
+    base.REPO / "crds" / f"{TRAINING_PLURAL}.yaml",
+    base.REPO / "charts" / "cowork-gym" / "crds" / f"{TRAINING_PLURAL}.yaml",
+]
+_ON_POLICY = "[" + ", ".join(f"'{o}'" for o in ON_POLICY) + "]"
+# Fields that may change on a live run; every other one is compared with its old value.
+# Those without a schema default may be absent, so they compare as optionals (`.?`).
+_FROZEN_PRESENT = ("objective", "model", "data", "output", "rounds", "backoffLimit",
+                   "shutdownAfterJobFinishes")  # fmt: skip
+_FROZEN_OPTIONAL = ("teacher", "selection", "hyperparameters", "resources", "rollout", "image")
+_FROZEN_RULE = " && ".join(
+    [f"self.{f} == oldSelf.{f}" for f in _FROZEN_PRESENT]
+    + [f"self.?{f} == oldSelf.?{f}" for f in _FROZEN_OPTIONAL]
+)
+
+CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+    ("spec",): [
+        {"rule": _FROZEN_RULE, "message": SPEC_FROZEN},
+        {
+            "rule": "self.model.startsWith('s3://') || self.model.startsWith('/')",
+            "message": MODEL_URI,
+            "fieldPath": ".model",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": "self.objective != 'opd' || (has(self.teacher) && self.teacher != '')",
+            "message": OPD_NEEDS_TEACHER,
+            "fieldPath": ".teacher",
+            "reason": "FieldValueRequired",
+        },
+        {
+            "rule": f"self.rounds <= 1 || (has(self.rollout) && self.objective in {_ON_POLICY})",
+            "message": ROUNDS_NEED_ROLLOUT,
+            "fieldPath": ".rounds",
+            "reason": "FieldValueInvalid",
+        },
+    ],
+    ("spec", "data"): [
+        {
+            "rule": "has(self.rolloutBatch) != has(self.uri)",
+            "message": ONE_DATA_SOURCE,
+        },
+        {
+            "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
+            "message": DATA_NOT_S3,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        },
+    ],
+    ("spec", "rollout", "environments"): [
+        {
+            "rule": "[has(self.selector), has(self.names), has(self.manifestUri)]"
+            ".filter(x, x).size() == 1",
+            "message": ONE_SELECTION.replace("spec.environments", "spec.rollout.environments"),
+        }
+    ],
+    ("spec", "output"): [
+        {
+            "rule": "self.uri.startsWith('s3://')",
+            "message": OUTPUT_NOT_S3,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        }
+    ],
+}
+
+# kubectl get tr: where the run is at a glance; -o wide adds the backend and checkpoint.
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Objective", "type": "string", "jsonPath": ".spec.objective"},
+    {
+        "name": "Progress",
+        "type": "string",
+        "jsonPath": ".status.progress.summary",
+        "description": "optimizer steps done/planned",
+    },
+    {"name": "Loss", "type": "number", "jsonPath": ".status.metrics.loss"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
+    {"name": "Backend", "type": "string", "jsonPath": ".status.backend", "priority": 1},
+    {"name": "Checkpoint", "type": "string", "jsonPath": ".status.checkpointUri", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def crd() -> dict[str, Any]:
+    spec_schema = base._schema(TrainingRunSpec)
+    for path, rules in CEL_RULES.items():
+        base._node(spec_schema, path)["x-kubernetes-validations"] = rules
+    return base.document(
+        plural=TRAINING_PLURAL,
+        kind=TRAINING_KIND,
+        singular=TRAINING_SINGULAR,
+        short_name=TRAINING_SHORT_NAME,
+        generated_by="coworkgym_operator.api.training_crd",
+        description="Post-training of a model (SFT, GRPO or on-policy distillation) on "
+        "trajectories, run as a KubeRay RayJob or a plain Job; checkpoints in S3.",
+        printer_columns=PRINTER_COLUMNS,
+        spec_schema=spec_schema,
+        status_schema=base._schema(TrainingRunStatus),
+    )
+
+
+def render() -> str:
+    return base.render_document(crd())
+
+
+def main(argv: list[str]) -> int:
+    return base.sync(render(), TARGETS, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
