@@ -4,3 +4,4 @@ from __future__ import annotations
 
 from . import batch as batch
 from . import environment as environment
+from . import training as training

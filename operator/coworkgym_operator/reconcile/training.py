@@ -1,0 +1,542 @@
+"""One reconcile of a TrainingRun, as a pure function of what was observed.
+
+Level-triggered: from the run (spec + the status written last time), the RolloutBatch it
+names (or the dataset check's result), the training Job or RayJob and what its pod last
+reported, decide the new status, what to create and what to delete. Children have
+deterministic names (training_builders: ``<run>-check-data``, ``<run>-train-<start>``), a
+child is created only when it is missing, so a second reconcile on the same observation
+plans the same, and a restarted operator duplicates nothing.
+
+    data (the batch Complete, or the s3:// dataset found) ─▶ train (Job or RayJob) ─▶ done
+
+Suspend deletes the training Job (or RayJob); resuming starts a new one (start + 1) that
+resumes from the last checkpoint in spec.output. A NaN loss, a dataset that is not there,
+a batch that failed, a pod that cannot start: Failed, with a reason naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from coworkgym.spec import spec_problems
+
+from ..api.training import Progress, TrainingRunSpec, TrainingRunStatus
+from ..api.training_conditions import TrainingReason as R
+from ..rayjob import build_rayjob, rayjob_name, rayjob_outcome
+from ..training_builders import (
+    Manifest,
+    check_data_job,
+    check_job_name,
+    data_uri_of_batch,
+    train_job_name,
+    training_job,
+)
+from ..training_settings import TrainingSettings
+from .batch import stuck
+from .conditions import merge
+from .environment import JobObservation
+from .training_conditions import Activity, Cond, Failure, derive_training_phase, training_conditions
+
+STATUS_PREFIX = "coworkgym-train-status "
+RESULT_PREFIX = "coworkgym-train-result "
+Backend = Literal["Job", "RayJob"]
+
+
+@dataclass(frozen=True)
+class BatchSeen:
+    """The referenced RolloutBatch as the controller read it (None fields: not found)."""
+
+    found: bool
+    phase: str = ""
+    complete: bool = False
+    failed: bool = False
+    output_uri: str | None = None
+    kept: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class TrainingObserved:
+    """What the controller saw. ``report``: the last status line of the training pod's log
+    (None: none yet, or not read); ``logged_result``: the last result line (the RayJob's
+    driver prints it; a plain Job's pod also leaves it in its termination message)."""
+
+    batch: BatchSeen | None = None
+    check_job: JobObservation | None = None
+    train_job: JobObservation | None = None
+    rayjob: Manifest | None = None
+    report: dict[str, Any] | None = None
+    logged_result: dict[str, Any] | None = None
+    ray_available: bool = False
+    existing_children: frozenset[str] = frozenset()  # "Kind/name"
+    now: datetime | None = None
+    created_at: datetime | None = None  # the run's creationTimestamp
+
+
+@dataclass
+class TrainingPlan:
+    status: dict[str, Any]
+    create: list[Manifest] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
+    finished: str | None = None  # succeeded or failed, when the run completed now
+    nan_loss: bool = False
+    transition: tuple[str, str] | None = None
+
+
+# ---- reading the pod's log -----------------------------------------------------------------
+def last_report(log: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The last status line and the last result line of a training pod's log tail (each
+    line carries the whole state, so the last readable one is all that counts)."""
+    report: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    for line in log.splitlines():
+        for prefix in (STATUS_PREFIX, RESULT_PREFIX):
+            at = line.find(prefix)
+            if at < 0:
+                continue
+            try:
+                value = json.loads(line[at + len(prefix) :])
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                if prefix == STATUS_PREFIX:
+                    report = value
+                else:
+                    result = value
+    return report, result
+
+
+# ---- what the controller must look at ------------------------------------------------------
+def previous_status(run: Manifest) -> TrainingRunStatus:
+    try:
+        return TrainingRunStatus.model_validate(run.get("status") or {})
+    except ValidationError:  # unreadable bookkeeping: start over rather than crash-loop
+        return TrainingRunStatus()
+
+
+def completed(status: TrainingRunStatus) -> bool:
+    return any(c.type == "Complete" and c.status == "True" for c in status.conditions)
+
+
+# ---- the reconcile ---------------------------------------------------------------------------
+@dataclass
+class _State:
+    status: TrainingRunStatus
+    data: Cond = ("Unknown", R.WAITING, "not looked at yet")
+    activity: Activity = "none"
+    failure: Failure | None = None
+    plan: TrainingPlan = field(default_factory=lambda: TrainingPlan(status={}))
+
+    def fail(self, reason: R, message: str) -> None:
+        self.failure = Failure(self.status.step, reason, message[:1000])
+
+
+def reconcile_training(
+    run: Manifest, observed: TrainingObserved, settings: TrainingSettings
+) -> TrainingPlan:
+    meta = run["metadata"]
+    previous = previous_status(run)
+    state = _State(previous.model_copy(deep=True))
+    before = previous.phase
+    if completed(previous):
+        return _finish(state, run, observed, None, before, already=True)
+    try:
+        spec = TrainingRunSpec.model_validate(run.get("spec") or {})
+    except ValidationError as exc:
+        state.fail(R.INVALID_SPEC, "; ".join(spec_problems(exc, "spec.")))
+        return _finish(state, run, observed, None, before)
+    if spec.rounds > 1:
+        state.fail(
+            R.ROUNDS_UNSUPPORTED,
+            f"spec.rounds is {spec.rounds}: this operator runs one round (the data given); "
+            "the on-policy loop (serve, roll out, train per round) is not built yet. Set "
+            "rounds to 1.",
+        )
+        return _finish(state, run, observed, spec, before)
+
+    if state.status.step == "data":
+        _data(state, run, spec, observed, settings, meta)
+    else:
+        state.data = _data_done(spec, state.status.data_uri or "")
+    if state.failure is None and state.status.step == "train":
+        _train(state, run, spec, observed, settings)
+    return _finish(state, run, observed, spec, before)
+
+
+def _data_done(spec: TrainingRunSpec, uri: str) -> Cond:
+    if spec.data.rollout_batch is not None:
+        return ("True", R.BATCH_COMPLETE, f"RolloutBatch {spec.data.rollout_batch.name}: {uri}")
+    return ("True", R.DATASET_FOUND, uri)
+
+
+def _data(
+    state: _State,
+    run: Manifest,
+    spec: TrainingRunSpec,
+    observed: TrainingObserved,
+    settings: TrainingSettings,
+    meta: Manifest,
+) -> None:
+    ref = spec.data.rollout_batch
+    if ref is not None:
+        _data_from_batch(state, spec, observed, settings, meta)
+        return
+    uri = spec.data.uri or ""
+    name = check_job_name(meta["name"])
+    job = observed.check_job
+    if job is None or job.state == "missing":
+        if f"Job/{name}" not in observed.existing_children:
+            state.plan.create.append(check_data_job(run, uri, settings))
+        state.data = ("Unknown", R.CHECKING_DATASET, f"looking for {uri}")
+        return
+    if job.state == "running":
+        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
+        if why:
+            state.plan.delete.append(("Job", name))
+            _data_failed(state, R.DATA_CHECK_FAILED, f"spec.data.uri: the check pod {why}")
+            return
+        state.data = ("Unknown", R.CHECKING_DATASET, f"looking for {uri}")
+        return
+    result = job.result or {}
+    state.plan.delete.append(("Job", name))  # its answer is in the status from now on
+    if job.state == "failed" or not result.get("ok"):
+        why = result.get("error") or job.reason or "the check pod failed without a result"
+        _data_failed(state, R.DATA_CHECK_FAILED, f"spec.data.uri: could not check {uri}: {why}")
+        return
+    if not result.get("found"):
+        _data_failed(
+            state,
+            R.DATASET_NOT_FOUND,
+            f"spec.data.uri: {result.get('detail') or 'nothing at ' + uri}; give an s3:// "
+            "trajectory .jsonl file or a prefix holding them",
+        )
+        return
+    _data_ready(state, spec, uri)
+
+
+def _data_from_batch(
+    state: _State,
+    spec: TrainingRunSpec,
+    observed: TrainingObserved,
+    settings: TrainingSettings,
+    meta: Manifest,
+) -> None:
+    ref = spec.data.rollout_batch
+    assert ref is not None
+    batch = observed.batch
+    namespace = meta.get("namespace", "")
+    if batch is None or not batch.found:
+        waited = _age(observed)
+        grace = settings.operator.stage_start_grace_seconds
+        if waited is not None and waited >= grace:
+            _data_failed(
+                state,
+                R.BATCH_NOT_FOUND,
+                f"spec.data.rolloutBatch.name: no RolloutBatch {ref.name!r} in namespace "
+                f"{namespace} (waited {grace:g} s); name an existing batch",
+            )
+            return
+        state.data = ("Unknown", R.WAITING_FOR_BATCH, f"RolloutBatch {ref.name} not found yet")
+        return
+    if not batch.complete:
+        state.data = (
+            "Unknown",
+            R.WAITING_FOR_BATCH,
+            f"RolloutBatch {ref.name} is {batch.phase or 'Pending'}: {batch.message}".rstrip(": "),
+        )
+        return
+    if batch.failed or not batch.output_uri:
+        _data_failed(
+            state,
+            R.BATCH_FAILED,
+            f"spec.data.rolloutBatch.name: RolloutBatch {ref.name} failed: {batch.message}",
+        )
+        return
+    if ref.trajectories == "kept" and batch.kept == 0:
+        _data_failed(
+            state,
+            R.DATASET_NOT_FOUND,
+            f"spec.data.rolloutBatch: RolloutBatch {ref.name}'s filter kept no trajectory; "
+            "train on trajectories: all, or loosen the batch's filter",
+        )
+        return
+    _data_ready(state, spec, data_uri_of_batch(batch.output_uri, ref.trajectories))
+
+
+def _data_failed(state: _State, reason: R, message: str) -> None:
+    state.data = ("False", reason, message)
+    state.fail(reason, message)
+
+
+def _data_ready(state: _State, spec: TrainingRunSpec, uri: str) -> None:
+    state.status.data_uri = uri
+    state.status.step = "train"
+    state.data = _data_done(spec, uri)
+
+
+def _age(observed: TrainingObserved) -> float | None:
+    if observed.now is None or observed.created_at is None:
+        return None
+    return (observed.now - observed.created_at).total_seconds()
+
+
+# ---- training ----------------------------------------------------------------------------------
+def _train(
+    state: _State,
+    run: Manifest,
+    spec: TrainingRunSpec,
+    observed: TrainingObserved,
+    settings: TrainingSettings,
+) -> None:
+    status = state.status
+    if status.backend is None:
+        status.backend = "RayJob" if observed.ray_available and settings.ray == "auto" else "Job"
+    kind = status.backend
+    if spec.suspend:
+        if status.job_name is not None:
+            state.plan.delete.append((kind, status.job_name))
+            state.plan.events.append(
+                ("Normal", "Suspended", f"deleted {kind} {status.job_name}; resumes on unsuspend")
+            )
+            status.job_name = None
+        state.activity = "suspended"
+        return
+    if status.job_name is None:  # first start, or a resume
+        status.starts += 1
+        status.job_name = _child_name(kind, run["metadata"]["name"], status.starts)
+        if status.start_time is None and observed.now is not None:
+            status.start_time = _stamp(observed.now)
+    _fold_report(state, observed.report, observed.now)
+    if kind == "Job":
+        _train_job(state, run, spec, observed, settings)
+    else:
+        _train_rayjob(state, run, spec, observed, settings)
+
+
+def _child_name(kind: Backend, run: str, start: int) -> str:
+    return train_job_name(run, start) if kind == "Job" else rayjob_name(run, start)
+
+
+def _create_training(state: _State, run: Manifest, spec: TrainingRunSpec,
+                     observed: TrainingObserved, settings: TrainingSettings) -> None:  # fmt: skip
+    status = state.status
+    assert status.job_name is not None and status.backend is not None
+    if f"{status.backend}/{status.job_name}" in observed.existing_children:
+        return
+    data_uri = status.data_uri or ""
+    if status.backend == "Job":
+        state.plan.create.append(training_job(run, spec, data_uri, status.starts, settings))
+    else:
+        view = {**run, "status": {**(run.get("status") or {}), "dataUri": data_uri}}
+        state.plan.create.append(build_rayjob(view, settings, status.starts))
+
+
+def _train_job(
+    state: _State,
+    run: Manifest,
+    spec: TrainingRunSpec,
+    observed: TrainingObserved,
+    settings: TrainingSettings,
+) -> None:
+    job = observed.train_job
+    if job is None or job.state == "missing":  # not made yet, or deleted under us
+        _create_training(state, run, spec, observed, settings)
+        state.activity = "starting"
+        return
+    if job.state == "running":
+        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
+        if why:
+            state.plan.delete.append(("Job", job.name))
+            state.fail(R.POD_CANNOT_START, f"the training pod {why}")
+            return
+        state.activity = "training" if job.start.started else "starting"
+        return
+    result = job.result or observed.logged_result or {}
+    _fold_result(state, result)
+    if job.state == "succeeded" and result.get("ok", True):
+        _succeeded(state, spec)
+        return
+    _failed(state, spec, result, job.reason)
+
+
+def _train_rayjob(
+    state: _State,
+    run: Manifest,
+    spec: TrainingRunSpec,
+    observed: TrainingObserved,
+    settings: TrainingSettings,
+) -> None:
+    rayjob = observed.rayjob
+    if rayjob is None:  # not made yet, or deleted under us
+        _create_training(state, run, spec, observed, settings)
+        state.activity = "starting"
+        return
+    outcome, why = rayjob_outcome(rayjob)
+    deployment = str((rayjob.get("status") or {}).get("jobDeploymentStatus") or "")
+    if outcome == "running":
+        state.activity = "training" if deployment == "Running" else "starting"
+        return
+    result = observed.logged_result or {}
+    _fold_result(state, result)
+    if outcome == "succeeded" and result.get("ok", True):
+        _succeeded(state, spec)
+        return
+    if outcome == "suspended":
+        state.activity = "suspended"
+        return
+    _failed(state, spec, result, why)
+
+
+def _succeeded(state: _State, spec: TrainingRunSpec) -> None:
+    status = state.status
+    status.step = "done"
+    if status.checkpoint_uri is None:
+        status.checkpoint_uri = spec.output.uri
+
+
+def _failed(state: _State, spec: TrainingRunSpec, result: dict[str, Any], job_reason: str) -> None:
+    kept = state.status.checkpoint_uri
+    keep = f"; the last good checkpoint is {kept}" if kept else "; no checkpoint was saved"
+    if result.get("reason") == "NaNLoss":
+        state.plan.nan_loss = True
+        state.fail(R.NAN_LOSS, f"{result.get('error') or 'the loss became NaN'}{keep}")
+        return
+    if "BackoffLimitExceeded" in job_reason or "backoff limit" in job_reason.lower():
+        reason = R.BACKOFF_LIMIT_EXCEEDED
+        head = f"spec.backoffLimit: the training pod failed {spec.backoff_limit + 1} time(s)"
+    elif "DeadlineExceeded" in job_reason or "deadline" in job_reason.lower():
+        reason = R.DEADLINE_EXCEEDED
+        head = f"spec.activeDeadlineSeconds: the training ran past {spec.active_deadline_seconds} s"
+    else:
+        reason = R.TRAINER_FAILED
+        head = "the trainer failed"
+    detail = result.get("error") or job_reason or "no result"
+    state.fail(reason, f"{head}: {detail}{keep}")
+
+
+def _fold_report(state: _State, report: dict[str, Any] | None, now: datetime | None) -> None:
+    """Take the pod's last status line into the status (progress, metrics, checkpoint)."""
+    if not report:
+        return
+    status = state.status
+    progress = status.progress
+    step = report.get("step")
+    if isinstance(step, int) and step != progress.step:
+        progress.step = step
+        if now is not None:
+            progress.last_report_time = _stamp(now)
+    total = report.get("totalSteps")
+    if isinstance(total, int):
+        progress.total_steps = total
+    for key in ("epoch", "round"):
+        value = report.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            setattr(progress, key, value if key == "epoch" else int(value))
+    metrics = report.get("metrics")
+    if isinstance(metrics, dict):
+        status.metrics = {
+            str(k): float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        }
+    checkpoint = report.get("checkpoint")
+    if isinstance(checkpoint, str) and checkpoint:
+        status.checkpoint_uri = checkpoint
+
+
+def _fold_result(state: _State, result: dict[str, Any]) -> None:
+    """The result carries the final state (a status line may have been missed)."""
+    if result:
+        _fold_report(state, result, None)
+
+
+def _stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- the status ------------------------------------------------------------------------------
+def _summary(progress: Progress) -> str:
+    if progress.total_steps:
+        return f"{progress.step}/{progress.total_steps}"
+    return str(progress.step) if progress.step else ""
+
+
+def _finish(
+    state: _State,
+    run: Manifest,
+    observed: TrainingObserved,
+    spec: TrainingRunSpec | None,
+    before: str,
+    *,
+    already: bool = False,
+) -> TrainingPlan:
+    status, plan = state.status, state.plan
+    generation = run["metadata"].get("generation")
+    if already:
+        plan.status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return plan
+    if state.failure is not None and status.job_name and status.step == "train":
+        # a failed run's training stops: its pods go, its Job stays for the logs (TTL)
+        if state.failure.reason in (R.NAN_LOSS, R.POD_CANNOT_START) and status.backend:
+            plan.delete.append((status.backend, status.job_name))
+    status.progress.summary = _summary(status.progress)
+    wanted = training_conditions(
+        status.step, state.failure, state.data, state.activity, _done_message(status)
+    )
+    status.conditions = merge(status.conditions, wanted, generation, observed.now)  # type: ignore[arg-type]
+    status.phase = str(derive_training_phase(status.conditions))
+    status.message = _message(status, state)
+    status.observed_generation = generation
+    finished = state.failure is not None or status.step == "done"
+    if finished and observed.now is not None:
+        status.completion_time = _stamp(observed.now)
+    if state.failure is not None:
+        plan.events.append(("Warning", str(state.failure.reason), state.failure.message[:400]))
+    if status.phase != before:
+        plan.transition = (before, status.phase)
+        if finished:
+            plan.finished = "failed" if state.failure is not None else "succeeded"
+            if state.failure is None:
+                plan.events.append(("Normal", "Succeeded", status.message))
+    plan.status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return plan
+
+
+def _done_message(status: TrainingRunStatus) -> str:
+    loss = status.metrics.get("loss")
+    tail = f", loss {loss:.4g}" if loss is not None else ""
+    steps = _summary(status.progress) or "0"
+    return f"trained {steps} steps{tail}; checkpoint {status.checkpoint_uri}"
+
+
+def _message(status: TrainingRunStatus, state: _State) -> str:
+    if state.failure is not None:
+        return state.failure.message
+    if status.step == "done":
+        return _done_message(status)
+    if status.step == "data":
+        return state.data[2]
+    if state.activity == "suspended":
+        return "suspended; resumes from the last checkpoint when spec.suspend is false"
+    where = _summary(status.progress)
+    if state.activity == "training":
+        return f"training, step {where}" if where else "training"
+    return f"starting {status.backend} {status.job_name}"
+
+
+__all__ = [
+    "BatchSeen",
+    "TrainingObserved",
+    "TrainingPlan",
+    "completed",
+    "last_report",
+    "previous_status",
+    "reconcile_training",
+]

@@ -1,0 +1,322 @@
+"""Pure builders of a TrainingRun's children: the dataset check Job and the plain training
+Job (one pod on one node; rayjob.py builds the KubeRay form). No I/O; every object carries
+an owner reference and a deterministic name.
+
+The training pod runs ``python -m coworkgym_operator.training_pod train``, which runs
+``cowork-gym train`` (the argv is ``train_argv``'s: the one place the trainer's flags are
+spelled) and reports through its log and termination message (training_pod.py says how).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .api.training import API_VERSION, TRAINING_KIND, TrainingRunSpec
+from .batch_builders import child_name
+from .builders import (
+    LABEL_EGRESS,
+    LABEL_SANDBOX,
+    child_metadata,
+    container_security,
+    controller_reference,
+    sandbox_pod,
+)
+from .training_settings import TrainingSettings
+
+Manifest = dict[str, Any]
+LABEL_TRAINING = "coworkgym.dev/trainingrun"
+LABEL_STEP = "coworkgym.dev/step"  # check-data, train
+METRICS_LOG = "/tmp/train/metrics.jsonl"
+TRAIN_CONTAINER = "train"
+EXIT_NO_RETRY = 3  # training_pod.EXIT_NO_RETRY: NaN loss; the Job fails without a retry
+PYTHON_MINOR = "3.12"
+
+
+def train_job_name(run: str, start: int) -> str:
+    """One Job per start: a resumed run gets a fresh Job (the old one may still be going)."""
+    return child_name(run, f"train-{start}")
+
+
+def check_job_name(run: str) -> str:
+    return child_name(run, "check-data")
+
+
+def owner_reference(run: Manifest) -> Manifest:
+    return controller_reference(run, API_VERSION, TRAINING_KIND)
+
+
+def metadata(run: Manifest, name: str, **labels: str) -> Manifest:
+    return child_metadata(run, owner_reference(run), LABEL_TRAINING, name, labels)
+
+
+def data_uri_of_batch(output_uri: str, trajectories: str) -> str:
+    """Where a RolloutBatch's trajectories are: kept.jsonl or trajectories.jsonl."""
+    name = "kept.jsonl" if trajectories == "kept" else "trajectories.jsonl"
+    return f"{output_uri.rstrip('/')}/{name}"
+
+
+# ---- what the trainer is asked to do -------------------------------------------------------
+def train_argv(spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings) -> list[str]:
+    """``cowork-gym train`` with the run's settings (flag names: docs/training.md)."""
+    hp = spec.hyperparameters
+    res = spec.resources
+    argv = [
+        *_cli(settings),
+        "train",
+        "--objective", spec.objective,
+        "--model", spec.model,
+        "--data", data_uri,
+        "--output", spec.output.uri,
+        "--workers", str(res.workers),
+        "--gpus-per-worker", str(res.gpus_per_worker),
+        "--learning-rate", repr(hp.learning_rate),
+        "--epochs", str(hp.epochs),
+        "--batch-size", str(hp.batch_size),
+        "--max-length", str(hp.max_length),
+        "--warmup-steps", str(hp.warmup_steps),
+        "--seed", str(hp.seed),
+        "--metrics-jsonl", METRICS_LOG,
+    ]  # fmt: skip
+    optional: list[tuple[str, object]] = [
+        ("--teacher", spec.teacher),
+        ("--max-steps", hp.max_steps),
+        ("--checkpoint-every", hp.checkpoint_every),
+        ("--clip-epsilon", hp.clip_epsilon),
+        ("--kl-coefficient", hp.kl_coefficient),
+        ("--top-k", hp.top_k),
+    ]
+    if spec.selection.method != "none":
+        optional += [
+            ("--select", spec.selection.method),
+            ("--keep", spec.selection.keep),
+            ("--bins", spec.selection.bins),
+        ]
+    for flag, value in optional:
+        if value is not None:
+            argv += [flag, str(value)]
+    # a restarted pod (backoffLimit, a resume after suspend) continues from the last
+    # checkpoint under --output instead of starting over
+    return [*argv, "--resume"]
+
+
+def _cli(settings: TrainingSettings) -> list[str]:
+    if settings.host_checkout:  # the venv's console script names a host interpreter
+        return ["python", "-c", "import sys; from coworkgym.cli import main; sys.exit(main())"]
+    return ["cowork-gym"]
+
+
+def pod_input(argv: list[str]) -> Manifest:
+    wanted = {"argv": argv, "metricsLog": METRICS_LOG}
+    return {"name": "COWORKGYM_POD_INPUT", "value": json.dumps(wanted, separators=(",", ":"))}
+
+
+def store_env(settings: TrainingSettings) -> tuple[list[Manifest], list[Manifest]]:
+    """The object store's endpoint (env) and credentials (envFrom the chart's Secret)."""
+    op = settings.operator
+    env = [{"name": "COWORKGYM_S3_ENDPOINT", "value": op.s3_endpoint}] if op.s3_endpoint else []
+    if op.s3_endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": op.s3_endpoint})
+    return env, [{"secretRef": {"name": op.s3_secret}}] if op.s3_secret else []
+
+
+def host_checkout(settings: TrainingSettings) -> tuple[list[Manifest], list[Manifest], Manifest]:
+    """The test-bed shortcut's volume, mount and PYTHONPATH (nothing when it is off)."""
+    path = settings.host_checkout
+    if not path:
+        return [], [], {}
+    site = f"{path}/.venv/lib/python{PYTHON_MINOR}/site-packages"
+    volume = {"name": "checkout", "hostPath": {"path": path, "type": "Directory"}}
+    mount = {"name": "checkout", "mountPath": path, "readOnly": True}
+    pythonpath = ":".join([path, f"{path}/operator", f"{path}/training", site])
+    return [volume], [mount], {"name": "PYTHONPATH", "value": pythonpath}
+
+
+def worker_resources(spec: TrainingRunSpec, settings: TrainingSettings, workers: int) -> Manifest:
+    """Requests = limits for ``workers`` of the run's workers (GPUs in whole devices)."""
+    cpu = _times(spec.resources.cpu_per_worker or settings.cpu, workers)
+    memory = _times(spec.resources.memory_per_worker or settings.memory, workers)
+    amounts: dict[str, str] = {"cpu": cpu, "memory": memory}
+    if spec.resources.gpus_per_worker:
+        amounts[settings.gpu_resource] = str(spec.resources.gpus_per_worker * workers)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _times(quantity: str, n: int) -> str:
+    """n × a CPU or memory quantity, in the quantity's own unit (2Gi × 2 → 4Gi)."""
+    if n == 1:
+        return quantity
+    number = quantity.rstrip("KMGTimkgt")
+    unit = quantity[len(number) :]
+    value = float(number) * n
+    return f"{int(value) if value.is_integer() else value}{unit}"
+
+
+def training_pod_spec(
+    settings: TrainingSettings,
+    containers: list[Manifest],
+    extra_volumes: list[Manifest],
+) -> Manifest:
+    """A training pod: the sandbox pod's hardening (non-root, no API token, no service
+    links), on the training nodes (GPU node selector, tolerations, runtime class)."""
+    volumes = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "20Gi"}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+        *extra_volumes,
+    ]
+    pod = sandbox_pod(
+        settings.operator.sandbox_service_account,
+        containers,
+        volumes,
+        settings.operator.sandbox_defaults.model_copy(
+            update={"runtime_class_name": None, "node_selector": {}, "tolerations": []}
+        ),
+    )
+    if settings.runtime_class_name:
+        pod["runtimeClassName"] = settings.runtime_class_name
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        pod["tolerations"] = [dict(t) for t in settings.tolerations]
+    return pod
+
+
+def train_container(
+    spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings, workers: int
+) -> Manifest:
+    """The container that runs the trainer under training_pod's reporter."""
+    env, env_from = store_env(settings)
+    _, mounts, pythonpath = host_checkout(settings)
+    container: Manifest = {
+        "name": TRAIN_CONTAINER,
+        "image": spec.image or settings.image,
+        "imagePullPolicy": settings.operator.image_pull_policy,
+        "command": ["python", "-m", "coworkgym_operator.training_pod", "train"],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            pod_input(train_argv(spec, data_uri, settings)),
+            *env,
+            *([pythonpath] if pythonpath else []),
+        ],
+        "resources": worker_resources(spec, settings, workers),
+        "securityContext": container_security(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            *mounts,
+        ],
+    }
+    if env_from:
+        container["envFrom"] = env_from
+    return container
+
+
+def training_job(
+    run: Manifest, spec: TrainingRunSpec, data_uri: str, start: int, settings: TrainingSettings
+) -> Manifest:
+    """The plain Job: one pod on one node running every worker (Ray Train on a local Ray).
+    backoffLimit and activeDeadlineSeconds are the run's; a NaN loss (exit 3) fails the
+    Job at once through its podFailurePolicy instead of being retried."""
+    name = run["metadata"]["name"]
+    labels = {LABEL_TRAINING: name, LABEL_STEP: "train", LABEL_EGRESS: "object-store"}
+    volumes, _, _ = host_checkout(settings)
+    container = train_container(spec, data_uri, settings, spec.resources.workers)
+    pod = training_pod_spec(settings, [container], volumes)
+    job_spec: Manifest = {
+        "backoffLimit": spec.backoff_limit,
+        "ttlSecondsAfterFinished": _ttl(spec, settings),
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {
+                        "containerName": TRAIN_CONTAINER,
+                        "operator": "In",
+                        "values": [EXIT_NO_RETRY],
+                    },
+                }
+            ]
+        },
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+    }
+    if spec.active_deadline_seconds:
+        job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(run, train_job_name(name, start), **{LABEL_STEP: "train"}),
+        "spec": job_spec,
+    }
+
+
+def _ttl(spec: TrainingRunSpec, settings: TrainingSettings) -> int:
+    if spec.ttl_seconds_after_finished is not None:
+        return spec.ttl_seconds_after_finished
+    return settings.ttl_seconds_after_finished
+
+
+def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manifest:
+    """Does the s3:// dataset exist? A small pod in the role image (boto3, no torch), the
+    only one besides the training pod that holds storage credentials; fenced to the object
+    store by the chart's sandbox NetworkPolicies."""
+    name = run["metadata"]["name"]
+    env, env_from = store_env(settings)
+    container: Manifest = {
+        "name": "check-data",
+        "image": settings.operator.role_image,
+        "imagePullPolicy": settings.operator.image_pull_policy,
+        "command": ["python", "-m", "coworkgym_operator.training_pod", "check-data"],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "COWORKGYM_POD_INPUT", "value": json.dumps({"uri": uri})},
+            *env,
+        ],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"cpu": "500m", "memory": "256Mi"},
+        },
+        "securityContext": container_security(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if env_from:
+        container["envFrom"] = env_from
+    labels = {
+        LABEL_TRAINING: name,
+        LABEL_STEP: "check-data",
+        LABEL_SANDBOX: "true",
+        LABEL_EGRESS: "object-store",
+    }
+    volumes = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    pod = sandbox_pod(
+        settings.operator.sandbox_service_account,
+        [container],
+        volumes,
+        settings.operator.sandbox_defaults,
+    )
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(run, check_job_name(name), **{LABEL_STEP: "check-data"}),
+        "spec": {
+            "backoffLimit": 2,  # a flaky store gets two more tries
+            "activeDeadlineSeconds": 300,
+            "ttlSecondsAfterFinished": settings.operator.job_ttl_seconds,
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+__all__ = [
+    "LABEL_STEP",
+    "LABEL_TRAINING",
+    "METRICS_LOG",
+    "check_data_job",
+    "check_job_name",
+    "data_uri_of_batch",
+    "train_argv",
+    "train_job_name",
+    "training_job",
+]

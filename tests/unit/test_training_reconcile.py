@@ -1,0 +1,333 @@
+"""The TrainingRun reconcile, a pure function: data → train → done on the Job and RayJob
+paths, suspend and resume, the failures with their field-named reasons, NaN loss keeping
+the last good checkpoint, and the same plan for the same observation (idempotent)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from coworkgym_operator.reconcile.environment import JobObservation
+from coworkgym_operator.reconcile.pods import PodStart
+from coworkgym_operator.reconcile.training import (
+    BatchSeen,
+    TrainingObserved,
+    TrainingPlan,
+    last_report,
+    reconcile_training,
+)
+from coworkgym_operator.training_settings import TrainingSettings
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+SETTINGS = TrainingSettings()
+
+
+def run_of(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "objective": "sft",
+        "model": "s3://models/tiny",
+        "data": {"uri": "s3://data/trajectories.jsonl"},
+        "output": {"uri": "s3://runs/tiny"},
+    }
+    body.update(spec)
+    return {
+        "metadata": {"name": "tiny", "namespace": "ml", "uid": "u-1", "generation": 1},
+        "spec": body,
+        "status": status or {},
+    }
+
+
+def step(run: dict[str, Any], **observed: Any) -> TrainingPlan:
+    plan = reconcile_training(run, TrainingObserved(now=NOW, **observed), SETTINGS)
+    run["status"] = plan.status
+    return plan
+
+
+def cond(plan: TrainingPlan, kind: str) -> dict[str, Any]:
+    return next(c for c in plan.status["conditions"] if c["type"] == kind)
+
+
+def job(name: str, state: str, result: dict[str, Any] | None = None, **kw: Any) -> JobObservation:
+    return JobObservation(name, state, result, created_at=NOW, **kw)  # type: ignore[arg-type]
+
+
+def started() -> PodStart:
+    return PodStart(started=True, scheduled=True)
+
+
+def to_training(run: dict[str, Any]) -> TrainingPlan:
+    """Through the data step of an s3:// dataset."""
+    step(run)
+    found = {"ok": True, "found": True, "detail": "1 file"}
+    return step(run, check_job=job("tiny-check-data", "succeeded", found))
+
+
+# ---- data --------------------------------------------------------------------------------
+def test_a_dataset_is_checked_by_a_job_before_training() -> None:
+    run = run_of()
+    plan = step(run)
+    assert [c["metadata"]["name"] for c in plan.create] == ["tiny-check-data"]
+    assert cond(plan, "DataReady")["status"] == "Unknown"
+    assert cond(plan, "DataReady")["reason"] == "CheckingDataset"
+    assert plan.status["phase"] == "WaitingForData"
+    assert cond(plan, "Running")["reason"] == "Waiting"
+
+    plan = to_training(run_of())
+    assert cond(plan, "DataReady")["reason"] == "DatasetFound"
+    assert ("Job", "tiny-check-data") in plan.delete
+    assert [c["metadata"]["name"] for c in plan.create] == ["tiny-train-1"]
+    assert plan.status["backend"] == "Job" and plan.status["starts"] == 1
+    assert plan.status["dataUri"] == "s3://data/trajectories.jsonl"
+
+
+def test_a_missing_dataset_fails_naming_the_field() -> None:
+    run = run_of()
+    step(run)
+    missing = {"ok": True, "found": False, "detail": "no object s3://data/trajectories.jsonl"}
+    plan = step(run, check_job=job("tiny-check-data", "succeeded", missing))
+    failed = cond(plan, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "DatasetNotFound")
+    assert failed["message"].startswith("spec.data.uri: no object s3://data/trajectories.jsonl")
+    assert cond(plan, "DataReady")["status"] == "False"
+    assert cond(plan, "Running")["reason"] == "NotReached"
+    assert plan.status["phase"] == "Failed" and plan.finished == "failed"
+    assert not plan.create
+    assert plan.events[0][:2] == ("Warning", "DatasetNotFound")
+
+
+def test_an_unreachable_store_is_a_failed_check() -> None:
+    run = run_of()
+    step(run)
+    down = {"ok": False, "error": "EndpointConnectionError: could not connect"}
+    plan = step(run, check_job=job("tiny-check-data", "failed", down))
+    assert cond(plan, "Failed")["reason"] == "DataCheckFailed"
+    assert "could not connect" in cond(plan, "Failed")["message"]
+
+
+BATCH = {"data": {"rolloutBatch": {"name": "rollouts"}}}
+
+
+def test_a_batch_reference_waits_for_the_batch_then_trains_on_what_it_kept() -> None:
+    run = run_of(**BATCH)
+    plan = step(run, batch=BatchSeen(found=True, phase="Running", message="1 of 4 ended"))
+    assert cond(plan, "DataReady")["reason"] == "WaitingForBatch"
+    assert "RolloutBatch rollouts is Running: 1 of 4 ended" in cond(plan, "DataReady")["message"]
+    assert not plan.create
+    done = BatchSeen(found=True, phase="Succeeded", complete=True, output_uri="s3://o/b/", kept=3)
+    plan = step(run, batch=done)
+    assert plan.status["dataUri"] == "s3://o/b/kept.jsonl"
+    assert cond(plan, "DataReady")["reason"] == "BatchComplete"
+    assert plan.create[0]["kind"] == "Job"
+
+
+@pytest.mark.parametrize(
+    ("seen", "reason", "words"),
+    [
+        (BatchSeen(found=True, complete=True, failed=True, message="no gateway"),
+         "BatchFailed", "RolloutBatch rollouts failed: no gateway"),
+        (BatchSeen(found=True, complete=True, output_uri="s3://o/b", kept=0),
+         "DatasetNotFound", "filter kept no trajectory"),
+    ],
+)  # fmt: skip
+def test_a_batch_that_gives_nothing_fails_the_run(seen: BatchSeen, reason: str, words: str) -> None:
+    plan = step(run_of(**BATCH), batch=seen)
+    assert cond(plan, "Failed")["reason"] == reason
+    assert words in cond(plan, "Failed")["message"]
+    assert cond(plan, "Failed")["message"].startswith("spec.data.rolloutBatch")
+
+
+def test_a_batch_that_does_not_exist_fails_after_the_grace_time() -> None:
+    run = run_of(**BATCH)
+    young = TrainingObserved(batch=BatchSeen(found=False), now=NOW, created_at=NOW)
+    assert cond(reconcile_training(run, young, SETTINGS), "DataReady")["status"] == "Unknown"
+    old = TrainingObserved(
+        batch=BatchSeen(found=False), now=NOW, created_at=NOW - timedelta(seconds=600)
+    )
+    plan = reconcile_training(run, old, SETTINGS)
+    assert cond(plan, "Failed")["reason"] == "BatchNotFound"
+    assert "no RolloutBatch 'rollouts' in namespace ml" in cond(plan, "Failed")["message"]
+
+
+# ---- training on the plain Job --------------------------------------------------------------
+def test_progress_metrics_and_checkpoint_come_from_the_pods_report() -> None:
+    run = run_of()
+    to_training(run)
+    report = {"step": 5, "totalSteps": 20, "metrics": {"loss": 1.25, "tokens_per_s": 900.0},
+              "checkpoint": "s3://runs/tiny/checkpoints/step-4"}  # fmt: skip
+    plan = step(
+        run,
+        train_job=job("tiny-train-1", "running", start=started()),
+        report=report,
+        existing_children=frozenset({"Job/tiny-train-1"}),
+    )
+    assert plan.status["phase"] == "Running"
+    assert cond(plan, "Running")["status"] == "True"
+    assert plan.status["progress"]["summary"] == "5/20"
+    assert plan.status["metrics"]["loss"] == 1.25
+    assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-4"
+    assert plan.status["message"] == "training, step 5/20"
+    assert not plan.create
+
+
+def test_a_finished_job_succeeds_with_its_checkpoint() -> None:
+    run = run_of()
+    to_training(run)
+    result = {"ok": True, "step": 20, "totalSteps": 20, "metrics": {"loss": 0.5},
+              "checkpoint": "s3://runs/tiny/checkpoints/step-20"}  # fmt: skip
+    plan = step(run, train_job=job("tiny-train-1", "succeeded", result))
+    assert plan.status["phase"] == "Succeeded" and plan.finished == "succeeded"
+    assert cond(plan, "Succeeded")["status"] == "True"
+    assert cond(plan, "Complete")["reason"] == "Succeeded"
+    assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-20"
+    assert "trained 20/20 steps, loss 0.5" in plan.status["message"]
+    assert plan.events[-1][:2] == ("Normal", "Succeeded")
+    again = step(run, train_job=job("tiny-train-1", "missing"))  # TTL removed it: no change
+    assert again.status == plan.status and not again.create and not again.events
+
+
+def test_a_nan_loss_fails_the_run_and_keeps_the_last_good_checkpoint() -> None:
+    run = run_of()
+    to_training(run)
+    good = {"step": 8, "metrics": {"loss": 2.0}, "checkpoint": "s3://runs/tiny/checkpoints/step-8"}
+    step(run, train_job=job("tiny-train-1", "running", start=started()), report=good)
+    nan = {"ok": False, "reason": "NaNLoss", "step": 9, "checkpoint": "s3://runs/tiny/checkpoints/step-8",
+           "error": "the loss stopped being finite (loss=nan at step 9)"}  # fmt: skip
+    plan = step(run, train_job=job("tiny-train-1", "failed", nan, reason="PodFailurePolicy: x"))
+    failed = cond(plan, "Failed")
+    assert failed["reason"] == "NaNLoss"
+    assert "loss=nan at step 9" in failed["message"]
+    assert "the last good checkpoint is s3://runs/tiny/checkpoints/step-8" in failed["message"]
+    assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-8"
+    assert plan.nan_loss and ("Job", "tiny-train-1") in plan.delete
+    assert plan.status["metrics"]["loss"] == 2.0  # the NaN never reaches the status
+
+
+@pytest.mark.parametrize(
+    ("job_reason", "reason", "field"),
+    [
+        ("BackoffLimitExceeded: Job has reached the specified backoff limit",
+         "BackoffLimitExceeded", "spec.backoffLimit"),
+        ("DeadlineExceeded: Job was active longer than specified deadline", "DeadlineExceeded",
+         "spec.activeDeadlineSeconds"),
+        ("", "TrainerFailed", "the trainer failed"),
+    ],
+)  # fmt: skip
+def test_job_failures_name_the_lifecycle_field(job_reason: str, reason: str, field: str) -> None:
+    run = run_of(backoffLimit=2, activeDeadlineSeconds=600)
+    to_training(run)
+    result = {"ok": False, "reason": "TrainerFailed", "error": "exited with status 1"}
+    plan = step(run, train_job=job("tiny-train-1", "failed", result, reason=job_reason))
+    assert cond(plan, "Failed")["reason"] == reason
+    assert cond(plan, "Failed")["message"].startswith(field)
+
+
+def test_a_training_pod_that_cannot_start_fails_the_run() -> None:
+    from coworkgym_operator.reconcile.pods import PodProblem
+
+    run = run_of()
+    to_training(run)
+    gpu = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu"
+    problem = PodProblem("Unschedulable", "Unschedulable", gpu)
+    stuck = JobObservation(
+        "tiny-train-1", "running", created_at=NOW - timedelta(seconds=600),
+        start=PodStart(problem=problem),
+    )  # fmt: skip
+    plan = step(run, train_job=stuck)
+    assert cond(plan, "Failed")["reason"] == "PodCannotStart"
+    assert "Insufficient nvidia.com/gpu" in cond(plan, "Failed")["message"]
+
+
+def test_suspend_deletes_the_job_and_resume_starts_a_new_one() -> None:
+    run = run_of()
+    to_training(run)
+    step(run, train_job=job("tiny-train-1", "running", start=started()),
+         report={"step": 3, "checkpoint": "s3://runs/tiny/checkpoints/step-3"})  # fmt: skip
+    run["spec"]["suspend"] = True
+    plan = step(run, train_job=job("tiny-train-1", "running", start=started()))
+    assert ("Job", "tiny-train-1") in plan.delete
+    assert plan.status["phase"] == "Suspended"
+    assert cond(plan, "Running")["reason"] == "Suspended"
+    assert "jobName" not in plan.status
+    assert not plan.create
+    assert step(run).status["phase"] == "Suspended"  # stays, nothing more to do
+    run["spec"]["suspend"] = False
+    plan = step(run)
+    assert [c["metadata"]["name"] for c in plan.create] == ["tiny-train-2"]
+    assert plan.status["starts"] == 2 and plan.status["phase"] == "Starting"
+    assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-3"
+
+
+def test_the_same_observation_gives_the_same_plan() -> None:
+    run = run_of()
+    to_training(run)
+    observed = TrainingObserved(
+        train_job=job("tiny-train-1", "missing"),
+        existing_children=frozenset({"Job/tiny-train-1"}),
+        now=NOW,
+    )
+    first = reconcile_training(run, observed, SETTINGS)
+    second = reconcile_training(run, observed, SETTINGS)
+    assert first.status == second.status and first.create == second.create == []
+
+
+# ---- the RayJob path -------------------------------------------------------------------------
+def test_where_kuberay_is_installed_the_run_is_a_rayjob() -> None:
+    run = run_of(resources={"workers": 2, "gpusPerWorker": 1})
+    step(run)
+    found = {"ok": True, "found": True}
+    plan = step(run, check_job=job("tiny-check-data", "succeeded", found), ray_available=True)
+    (rayjob,) = plan.create
+    assert rayjob["kind"] == "RayJob" and plan.status["backend"] == "RayJob"
+    running = {"status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}}
+    plan = step(run, rayjob=running, report={"step": 2, "totalSteps": 4}, ray_available=True)
+    assert plan.status["phase"] == "Running" and plan.status["progress"]["summary"] == "2/4"
+    done = {"status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}
+    result = {"ok": True, "step": 4, "checkpoint": "s3://runs/tiny/checkpoints/step-4"}
+    plan = step(run, rayjob=done, logged_result=result, ray_available=True)
+    assert plan.status["phase"] == "Succeeded"
+    assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-4"
+
+
+def test_a_failed_rayjob_says_kuberays_reason() -> None:
+    run = run_of()
+    step(run)
+    step(run, check_job=job("tiny-check-data", "succeeded", {"ok": True, "found": True}),
+         ray_available=True)  # fmt: skip
+    failed = {"status": {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED",
+                         "reason": "DeadlineExceeded", "message": "ran too long"}}  # fmt: skip
+    plan = step(run, rayjob=failed)
+    assert cond(plan, "Failed")["reason"] == "DeadlineExceeded"
+
+
+# ---- bad specs -------------------------------------------------------------------------------
+def test_an_invalid_spec_fails_naming_the_field() -> None:
+    plan = step(run_of(objective="dpo"))
+    assert cond(plan, "Failed")["reason"] == "InvalidSpec"
+    assert "spec.objective" in cond(plan, "Failed")["message"]
+    assert not plan.create
+
+
+def test_rounds_are_refused_until_the_on_policy_loop_exists() -> None:
+    rollout = {"environments": {"names": ["a"]}}
+    plan = step(run_of(objective="grpo", rounds=2, rollout=rollout))
+    assert cond(plan, "Failed")["reason"] == "OnPolicyRoundsUnsupported"
+    assert cond(plan, "Failed")["message"].startswith("spec.rounds is 2")
+
+
+# ---- the log ---------------------------------------------------------------------------------
+def test_the_last_readable_report_of_the_log_counts() -> None:
+    log = "\n".join(
+        [
+            'coworkgym-train-status {"step": 1}',
+            "torch warning: something",
+            'coworkgym-train-status {"step": 2, "metrics": {"loss": 1.0}}',
+            "coworkgym-train-status {broken",
+            '2026-12-01 (pid=12) coworkgym-train-result {"ok": true, "step": 2}',
+        ]
+    )
+    report, result = last_report(log)
+    assert report == {"step": 2, "metrics": {"loss": 1.0}}
+    assert result == {"ok": True, "step": 2}
+    assert last_report("nothing here") == (None, None)
