@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,8 +34,11 @@ KIND = "CoworkEnvironment"
 
 
 class _Spec(BaseModel):
+    # strict: "3" is not 3 and true is not 1, as the API server's schema says; a YAML spec
+    # that quotes a number is refused with the field named instead of read another way
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         populate_by_name=True,
         alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
     )
@@ -89,6 +93,62 @@ RELEASE_URI_NOT_S3 = (
 _NAME = 64  # longest label name; bounds the CRD's strings so CEL rules stay cheap
 _LEAF = 160
 LabelName = Annotated[str, Field(max_length=_NAME)]
+
+# Bounds and shapes of the free strings. Each is a JSON-Schema maxLength/pattern, so the API
+# server and the models refuse the same values; none is looser than what Kubernetes (or the
+# S3 and HTTP clients) accept downstream, where a bad value would fail a Job, not the spec.
+MAX_INSTRUCTION = 16_384  # characters; a request, not a document (resources carry those)
+MAX_REFERENCE = 2_048  # a URL or a resource reference
+MAX_LIST = 32  # resources, tolerations, nodeSelector entries
+# text may hold tabs and line breaks, never other control characters (NUL, ESC, DEL, ...)
+PLAIN_TEXT = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$"
+ONE_LINE = r"^[^\x00-\x1F\x7F]*$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"  # Secret and RuntimeClass names
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+# registry[:port]/path[:tag][@sha256:digest], as container runtimes parse it
+_COMPONENT = r"[a-z0-9]+([._-][a-z0-9]+)*"
+IMAGE = (
+    rf"^{_COMPONENT}(:[0-9]+)?(/{_COMPONENT})*(:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    r"(@sha256:[a-f0-9]{64})?$"
+)
+HTTP_URL = r"^https?://[^\s/?#]+[^\s]*$"
+S3_URI = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9_-][A-Za-z0-9._-]*)*/?$"
+# A model endpoint at the cloud metadata address would hand the instance's credentials to
+# whatever asks the gateway (an IP literal; a name that resolves there is the network
+# policy's to stop).
+METADATA_URL = r"^https?://(169\.254\.|\[fd00:ec2::254\]|metadata\.google\.internal)"
+# Names the operator derives children from: "<name>-verifier-i10-a2" and the pods' label
+# values must stay within Kubernetes' 63 characters.
+MAX_ENVIRONMENT_NAME = 40
+ENVIRONMENT_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+NAME_RULE = (
+    f"metadata.name must be a lowercase DNS label of at most {MAX_ENVIRONMENT_NAME} "
+    "characters (letters, digits and '-'; it names the environment's Jobs, volumes and "
+    "released package)"
+)
+RELEASE_URI_MALFORMED = (
+    "must be s3://<bucket>/<prefix>: a lowercase bucket name, then path segments of letters, "
+    "digits, '.', '_' and '-' that do not start with '.' (so no '..')"
+)
+BASE_URL_METADATA = (
+    "points at the cloud metadata address; give the OpenAI-compatible model server's URL"
+)
+INSTRUCTION_NEEDS_LLM = (
+    "only an LLM Builder reads an instruction or resources (the procedural families write "
+    "their own); remove them, or set backends.builder.kind: llm"
+)
+NODE_SELECTOR_KEY = "keys must be label keys: [prefix/]name, e.g. coworkgym.dev/pool"
+
+
+def _text(limit: int, pattern: str = ONE_LINE) -> Any:
+    return Field(max_length=limit, pattern=pattern)
+
+
+LabelKey = Annotated[str, Field(max_length=317, pattern=LABEL_KEY)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 
 
 class TaskLabels(_Spec):
@@ -153,18 +213,24 @@ class TaskSpec(_Spec):
     )
     instruction: str | None = Field(
         None,
+        max_length=MAX_INSTRUCTION,
+        pattern=PLAIN_TEXT,
         description="A user request for an LLM Builder to ground in real resources "
         "(LLM backend only; the procedural families write their own).",
     )
-    resources: list[str] = Field(
+    resources: list[Annotated[str, _text(MAX_REFERENCE)]] = Field(
         default_factory=list,
+        max_length=MAX_LIST,
         description="References to resources an LLM Builder may use (LLM backend only).",
     )
     turns: int = Field(
         1, ge=1, le=3, description="User turns, including the first request (1 to 3)."
     )
     seed: int = Field(
-        0, ge=0, description="Seed of the family's draw: the same seed gives the same task."
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="Seed of the family's draw: the same seed gives the same task.",
     )
 
     @field_validator("family")
@@ -194,6 +260,9 @@ class TaskSpec(_Spec):
 
 
 TAXONOMY_ERROR = "taxonomy"
+# A rule over several fields, raised on their parent, that names the field to change
+# (ctx "field", relative to the parent); spec_problems() puts it in the location.
+FIELD_ERROR = "field_rule"
 
 
 class RoleBackend(_Spec):
@@ -202,17 +271,32 @@ class RoleBackend(_Spec):
     kind: Literal["procedural", "llm"] = Field(
         "procedural", description="procedural (no model) or llm."
     )
-    model: str | None = Field(None, description="The model name (LLM backend).")
+    model: str | None = Field(
+        None, max_length=256, pattern=ONE_LINE, description="The model name (LLM backend)."
+    )
     base_url: str | None = Field(
-        None, description="The OpenAI-compatible endpoint, e.g. http://llm-gateway:8000/v1."
+        None,
+        max_length=MAX_REFERENCE,
+        pattern=HTTP_URL,
+        description="The OpenAI-compatible endpoint, e.g. http://llm-gateway:8000/v1.",
     )
     api_key_secret: str | None = Field(
-        None, description="A Secret in the namespace holding the API key (cluster only)."
+        None,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="A Secret in the namespace holding the API key (cluster only).",
     )
     temperature: float = Field(0.2, ge=0, le=2, description="Sampling temperature (0 to 2).")
     max_turns: int = Field(
         40, ge=1, le=500, description="Most model turns the role may take (1 to 500)."
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _not_the_metadata_address(cls, url: str | None) -> str | None:
+        if url is not None and re.match(METADATA_URL, url):
+            raise PydanticCustomError("base_url", BASE_URL_METADATA)
+        return url
 
     @model_validator(mode="after")
     def _llm_needs_model(self) -> RoleBackend:
@@ -274,6 +358,7 @@ class Release(_Spec):
 
     uri: str | None = Field(
         None,
+        max_length=MAX_REFERENCE,
         description="The s3://bucket/prefix the release stage writes the package to; unset "
         "= the operator's default (Helm value s3.releaseUri). Only s3:// URIs are accepted "
         "(cowork-gym synth publishes to its --out folder or s3:// URI instead).",
@@ -284,17 +369,21 @@ class Release(_Spec):
     def _s3_only(cls, uri: str | None) -> str | None:
         if uri is not None and not uri.startswith("s3://"):
             raise PydanticCustomError("release_uri", RELEASE_URI_NOT_S3)
+        if uri is not None and not re.match(S3_URI, uri):
+            raise PydanticCustomError("release_uri", RELEASE_URI_MALFORMED)
         return uri
 
 
 class Toleration(_Spec):
     """A Kubernetes toleration for the role pods."""
 
-    key: str | None = Field(None, description="The taint key; unset with Exists = every taint.")
+    key: LabelKey | None = Field(
+        None, description="The taint key; unset with Exists = every taint."
+    )
     operator: Literal["Exists", "Equal"] = Field(
         "Equal", description="Equal matches key and value; Exists matches the key alone."
     )
-    value: str | None = Field(None, description="The taint value (with Equal).")
+    value: LabelValue | None = Field(None, description="The taint value (with Equal).")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         None, description="The taint effect to tolerate; unset = every effect."
     )
@@ -304,10 +393,16 @@ class ResourceRequirements(_Spec):
     """CPU and memory of each role pod (requests and limits alike)."""
 
     cpu: str | None = Field(
-        None, description="A CPU quantity, e.g. 1 or 500m; unset = the operator's default."
+        None,
+        max_length=32,
+        pattern=QUANTITY,
+        description="A CPU quantity, e.g. 1 or 500m; unset = the operator's default.",
     )
     memory: str | None = Field(
-        None, description="A memory quantity, e.g. 2Gi; unset = the operator's default."
+        None,
+        max_length=32,
+        pattern=QUANTITY,
+        description="A memory quantity, e.g. 2Gi; unset = the operator's default.",
     )
 
 
@@ -316,22 +411,39 @@ class SandboxSettings(_Spec):
     chart's sandbox values), so none is defaulted here."""
 
     image: str | None = Field(
-        None, description="The role image; unset = the operator's (Helm value sandbox.image)."
+        None,
+        max_length=512,
+        pattern=IMAGE,
+        description="The role image; unset = the operator's (Helm value sandbox.image).",
     )
     resources: ResourceRequirements = Field(
         default_factory=ResourceRequirements,
         description="CPU and memory per role pod; unset fields = the operator's.",
     )
     runtime_class_name: str | None = Field(
-        None, description="A RuntimeClass such as gvisor or kata; unset = the operator's."
+        None,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="A RuntimeClass such as gvisor or kata; unset = the operator's.",
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[str, LabelValue] = Field(
         default_factory=dict,
+        max_length=MAX_LIST,
         description="Node labels role pods must match; empty = the operator's.",
     )
     tolerations: list[Toleration] = Field(
-        default_factory=list, description="Taints role pods tolerate; empty = the operator's."
+        default_factory=list,
+        max_length=MAX_LIST,
+        description="Taints role pods tolerate; empty = the operator's.",
     )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _label_keys(cls, selector: dict[str, str]) -> dict[str, str]:
+        # a JSON-Schema map cannot constrain its keys; the CRD says this in CEL
+        if any(len(k) > 317 or not re.match(LABEL_KEY, k) for k in selector):
+            raise PydanticCustomError("node_selector", NODE_SELECTOR_KEY)
+        return selector
 
 
 class EnvironmentSpec(_Spec):
@@ -351,6 +463,15 @@ class EnvironmentSpec(_Spec):
         description="How role pods run (cluster only); unset fields = the operator's.",
     )
 
+    @model_validator(mode="after")
+    def _instruction_needs_an_llm_builder(self) -> EnvironmentSpec:
+        if (self.task.instruction is not None or self.task.resources) and (
+            self.backends.builder.kind != "llm"
+        ):
+            field = "task.instruction" if self.task.instruction is not None else "task.resources"
+            raise PydanticCustomError(FIELD_ERROR, INSTRUCTION_NEEDS_LLM, {"field": field})
+        return self
+
     def digest(self) -> str:
         """Identity of what was asked for (resumable runs skip a digest already released)."""
         wire = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
@@ -369,6 +490,9 @@ def spec_problems(error: ValidationError, prefix: str = "") -> list[str]:
         where = prefix + where if where != "(root)" else prefix.rstrip(".") or where
         if e["type"] == TAXONOMY_ERROR:
             lines += [where + p for p in e.get("ctx", {}).get("problems", [])]
+        elif e["type"] == FIELD_ERROR:
+            field = e.get("ctx", {}).get("field", "")
+            lines.append(f"{where.rstrip('.')}.{field}: {e['msg']}".replace("(root).", ""))
         else:
             lines.append(f"{where}: {explain(e)}")
     return lines
@@ -390,16 +514,31 @@ def parse_spec_document(doc: Any, source: str) -> NamedSpec:
             raise PackageError.single(
                 source, f"must be kind {KIND}, apiVersion {API_VERSION}", field="kind"
             )
-        name = str(doc.get("metadata", {}).get("name") or name)
+        metadata = doc.get("metadata") or {}
+        # unset = the file's stem; set, it must be a name (never "" or a number)
+        name = metadata.get("name", name) if isinstance(metadata, dict) else metadata
         body = doc.get("spec") or {}
         prefix = "spec."
     else:
         prefix = ""
+    # The name becomes a folder of the --out target (and, on a cluster, of Jobs and
+    # volumes): "../x" or "/etc" must never reach a path.
+    problems = [] if environment_name_ok(name) else [f"{NAME_RULE}; got {name!r:.80}"]
     try:
         spec = EnvironmentSpec.model_validate(body)
     except ValidationError as exc:
-        raise PackageError([f"{source}: {p}" for p in spec_problems(exc, prefix)]) from exc
-    return NamedSpec(name=name, spec=spec)
+        problems += spec_problems(exc, prefix)
+    if problems:
+        raise PackageError([f"{source}: {p}" for p in problems])
+    return NamedSpec(name=str(name), spec=spec)
+
+
+def environment_name_ok(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and len(name) <= MAX_ENVIRONMENT_NAME
+        and re.match(ENVIRONMENT_NAME, name) is not None
+    )
 
 
 def served_problems(spec: EnvironmentSpec, prefix: str = "spec.") -> list[str]:
@@ -430,14 +569,22 @@ def load_specs(path: Path) -> list[NamedSpec]:
     """Specs from a YAML file (several documents allowed) or a folder of them."""
     files = sorted(path.glob("*.y*ml")) if path.is_dir() else [path]
     found = []
+    problems: list[str] = []  # every file's, so one run shows all that must be fixed
     for file in files:
         try:
             docs = list(yaml.safe_load_all(file.read_text()))
-        except yaml.YAMLError as exc:
-            raise PackageError.single(str(file), f"not valid YAML: {exc}") from exc
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            problems.append(f"{file}: not valid YAML: {exc}")
+            continue
         for index, doc in enumerate(d for d in docs if d is not None):
-            named = parse_spec_document(doc, str(file))
+            try:
+                named = parse_spec_document(doc, str(file))
+            except PackageError as exc:
+                problems += exc.problems
+                continue
             if index:
                 named.name = f"{named.name}-{index}"
             found.append(named)
+    if problems:
+        raise PackageError(problems)
     return found

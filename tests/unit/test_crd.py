@@ -119,8 +119,9 @@ def test_release_uri_says_what_the_rule_allows(spec: Node) -> None:
     text = release["properties"]["uri"]["description"]
     assert "s3://" in text and "Only s3:// URIs are accepted" in text
     assert "local directory" not in text
-    [rule] = release["x-kubernetes-validations"]
-    assert "startsWith('s3://')" in rule["rule"] and rule["fieldPath"] == ".uri"
+    scheme, shape = release["x-kubernetes-validations"]  # s3:// first, then its shape
+    assert "startsWith('s3://')" in scheme["rule"] and scheme["fieldPath"] == ".uri"
+    assert "matches(" in shape["rule"] and shape["fieldPath"] == ".uri"
 
 
 def test_nothing_in_the_sandbox_has_a_default(spec: Node) -> None:

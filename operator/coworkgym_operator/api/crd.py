@@ -31,7 +31,21 @@ from typing import Any
 
 import yaml
 
-from coworkgym.spec import LLM_BACKEND_NEEDS_MODEL, RELEASE_URI_NOT_S3, EnvironmentSpec
+from coworkgym.spec import (
+    BASE_URL_METADATA,
+    ENVIRONMENT_NAME,
+    INSTRUCTION_NEEDS_LLM,
+    LABEL_KEY,
+    LLM_BACKEND_NEEDS_MODEL,
+    MAX_ENVIRONMENT_NAME,
+    METADATA_URL,
+    NAME_RULE,
+    NODE_SELECTOR_KEY,
+    RELEASE_URI_MALFORMED,
+    RELEASE_URI_NOT_S3,
+    S3_URI,
+    EnvironmentSpec,
+)
 
 from .labels import label_rules
 from .types import GROUP, KIND, PLURAL, SHORT_NAME, SINGULAR, VERSION, CoworkEnvironmentStatus
@@ -51,13 +65,37 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
             "rule": "self.task == oldSelf.task",
             "message": "spec.task is immutable once the loop has started; create a new "
             "CoworkEnvironment for a different task (budget, release and sandbox may change)",
-        }
+        },
+        {
+            "rule": "(!has(self.task.instruction) && (!has(self.task.resources) || "
+            "size(self.task.resources) == 0)) || (has(self.backends) && "
+            "has(self.backends.builder) && self.backends.builder.kind == 'llm')",
+            "message": INSTRUCTION_NEEDS_LLM,
+            "fieldPath": ".task.instruction",
+            "reason": "FieldValueForbidden",
+        },
     ],
     ("spec", "release"): [
         {
             "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
             "message": RELEASE_URI_NOT_S3,
             "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": "!has(self.uri) || !self.uri.startsWith('s3://') || "
+            f"self.uri.matches({S3_URI!r})",
+            "message": RELEASE_URI_MALFORMED,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        },
+    ],
+    ("spec", "sandbox"): [
+        {
+            "rule": f"!has(self.nodeSelector) || self.nodeSelector.all(k, size(k) <= 317 && "
+            f"k.matches({LABEL_KEY!r}))",
+            "message": NODE_SELECTOR_KEY,
+            "fieldPath": ".nodeSelector",
             "reason": "FieldValueInvalid",
         }
     ],
@@ -69,7 +107,13 @@ for role in ("builder", "verifier", "detector"):
             "rule": "self.kind != 'llm' || (has(self.model) && has(self.baseUrl))",
             "message": LLM_BACKEND_NEEDS_MODEL,
             "reason": "FieldValueRequired",
-        }
+        },
+        {
+            "rule": f"!has(self.baseUrl) || !self.baseUrl.matches({METADATA_URL!r})",
+            "message": BASE_URL_METADATA,
+            "fieldPath": ".baseUrl",
+            "reason": "FieldValueForbidden",
+        },
     ]
 
 # Lists whose items are a set: the API server refuses a duplicate as the models do.
@@ -226,7 +270,7 @@ def crd() -> dict[str, Any]:
         "description": loop.get("description", ""),
         "x-kubernetes-preserve-unknown-fields": True,
     }
-    return document(
+    doc = document(
         plural=PLURAL,
         kind=KIND,
         singular=SINGULAR,
@@ -238,6 +282,18 @@ def crd() -> dict[str, Any]:
         spec_schema=spec_schema,
         status_schema=status_schema,
     )
+    root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    # The only rule on metadata (CEL may read metadata.name): the operator derives Job,
+    # volume and label names from it, which Kubernetes bounds at 63 characters.
+    root["x-kubernetes-validations"] = [
+        {
+            "rule": f"size(self.metadata.name) <= {MAX_ENVIRONMENT_NAME} && "
+            f"self.metadata.name.matches({ENVIRONMENT_NAME!r})",
+            "message": NAME_RULE,  # names metadata.name itself (no fieldPath reaches it)
+            "reason": "FieldValueInvalid",
+        }
+    ]
+    return doc
 
 
 def render_document(doc: dict[str, Any]) -> str:
