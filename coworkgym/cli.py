@@ -16,7 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .detector import DetectorReport, IssueDetector
+from .detector import DetectorReport, ImageSettings, IssueDetector
+from .detector.task_image import ImageMode as TaskImageMode
+from .image.build import BuildNetwork
 from .logs import configure_logging
 from .package.errors import PackageError
 from .package.package import EnvironmentPackage
@@ -49,6 +51,28 @@ def _package_dir(target: str, scratch: Path) -> Path:
     return path
 
 
+class ImageMode(StrEnum):
+    auto = "auto"
+    build = "build"
+    emulate = "emulate"
+
+
+class BuildNetworkOption(StrEnum):
+    none = "none"
+    task = "task"
+
+
+IMAGE_MODES: dict[ImageMode, TaskImageMode] = {
+    ImageMode.auto: "auto",
+    ImageMode.build: "build",
+    ImageMode.emulate: "emulate",
+}
+BUILD_NETWORKS: dict[BuildNetworkOption, BuildNetwork] = {
+    BuildNetworkOption.none: "none",
+    BuildNetworkOption.task: "task",
+}
+
+
 @app.command()
 def check(
     packages: Annotated[list[str], typer.Argument(help=PACKAGE_HELP, show_default=False)],
@@ -56,10 +80,40 @@ def check(
     no_harbor_lint: Annotated[
         bool, typer.Option("--no-harbor-lint", help="skip `harbor lint`")
     ] = False,
+    image: Annotated[
+        ImageMode,
+        typer.Option(
+            help="run a Harbor task in its own image (built from environment/Dockerfile with "
+            "buildah): auto where this machine can, build always, emulate never"
+        ),
+    ] = ImageMode.auto,
+    base_image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--base-image",
+            help="map a FROM image to a local one, PATTERN=LOCAL (a glob; LOCAL an image in "
+            "the check storage or oci-archive:PATH); repeatable",
+            show_default=False,
+        ),
+    ] = None,
+    build_network: Annotated[
+        BuildNetworkOption,
+        typer.Option(
+            help="network of the image build's RUN steps: none, or the task's own "
+            "(its environment's network_mode)"
+        ),
+    ] = BuildNetworkOption.none,
 ) -> None:
     """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects, 2 if
     one could not be run on this machine (the report says why)."""
-    detector = IssueDetector(run_harbor_lint=not no_harbor_lint)
+    try:
+        images = ImageSettings(
+            IMAGE_MODES[image], tuple(base_image or ()), BUILD_NETWORKS[build_network]
+        )
+        images.builder()  # a malformed --base-image is refused before anything runs
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--base-image") from exc
+    detector = IssueDetector(run_harbor_lint=not no_harbor_lint, images=images)
     with tempfile.TemporaryDirectory(prefix="cwg-check-") as scratch:
         reports = [detector.check_dir(_package_dir(p, Path(scratch))) for p in packages]
     if as_json:

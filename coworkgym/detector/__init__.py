@@ -24,8 +24,16 @@ from .audit import audit
 from .defects import CATALOGUE, Defect, DefectCode
 from .harbor_lint import harbor_lint
 from .review import ExecutionReview, ReviewStats
+from .task_image import ImageSettings, ImageUnavailable, placement, verifier_content_in_image
 
-__all__ = ["CATALOGUE", "Defect", "DefectCode", "DetectorReport", "IssueDetector"]
+__all__ = [
+    "CATALOGUE",
+    "Defect",
+    "DefectCode",
+    "DetectorReport",
+    "ImageSettings",
+    "IssueDetector",
+]
 
 
 @dataclass
@@ -37,6 +45,8 @@ class DetectorReport:
     seconds: dict[str, float] = field(default_factory=dict)
     harbor_lint_ran: bool = False
     could_not_run: str | None = None  # why this machine could not reproduce the task
+    image: str | None = None  # the task image its phases ran in (None: emulated)
+    image_cached: bool = False  # the image was already built
 
     @property
     def errors(self) -> list[Defect]:
@@ -66,14 +76,22 @@ class DetectorReport:
             "solution_runs": self.stats.solution_runs,
             "outputs": self.stats.outputs,
             "harbor_lint_ran": self.harbor_lint_ran,
+            "image": self.image,
+            "image_cached": self.image_cached,
             "seconds": self.seconds,
         }
 
 
 class IssueDetector:
-    def __init__(self, runtime: LocalRuntime | None = None, run_harbor_lint: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: LocalRuntime | None = None,
+        run_harbor_lint: bool = True,
+        images: ImageSettings | None = None,
+    ) -> None:
         self._runtime = runtime
         self.run_harbor_lint = run_harbor_lint
+        self.images = images or ImageSettings()
 
     @property
     def runtime(self) -> LocalRuntime:
@@ -122,12 +140,31 @@ class IssueDetector:
         if any(d.code == DefectCode.PACKAGE_STRUCTURE for d in report.errors):
             return report  # nothing to execute
         started = time.perf_counter()
-        review = ExecutionReview(pkg, self.runtime)
-        report.defects += review.run()
+        try:
+            with placement(pkg, self.images, self.runtime) as place:
+                if place.image is not None:
+                    report.seconds["image"] = time.perf_counter() - started
+                    report.image = place.image.image.ref
+                    report.image_cached = place.image.image.cached
+                    report.defects += verifier_content_in_image(pkg, place.image.written)
+                elif place.note is not None:
+                    report.defects.append(_unsupported(place.note))
+                started = time.perf_counter()
+                review = ExecutionReview(pkg, place.runtime, place.image)
+                report.defects += review.run()
+        except ImageUnavailable as exc:
+            report.could_not_run = str(exc)
+            report.defects.append(_unsupported(f"could not run here: {exc}"))
+            report.seconds["image"] = time.perf_counter() - started
+            return report
         report.stats = review.stats
         report.could_not_run = review.could_not_run
         report.seconds["execution"] = time.perf_counter() - started
         return report
+
+
+def _unsupported(message: str) -> Defect:
+    return Defect.of(DefectCode.EXECUTION_UNSUPPORTED, message, severity="warning")
 
 
 # harbor lint rules that say what one of our own codes already says

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ..image.mounted import MountedImage
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime, VerifyOutcome
 from ..runtime.workspace import apply_patch, copy_tree, materialize, snapshot
@@ -67,9 +68,12 @@ class Thresholds:
 
 
 class ExecutionReview:
-    def __init__(self, pkg: EnvironmentPackage, runtime: LocalRuntime) -> None:
+    def __init__(
+        self, pkg: EnvironmentPackage, runtime: LocalRuntime, image: MountedImage | None = None
+    ) -> None:
         self.pkg = pkg
         self.runtime = runtime
+        self.image = image  # the task's built image, which the runtime's sandbox runs in
         self.limits = Thresholds.of(pkg)
         self.stats = ReviewStats()
         self.defects: list[Defect] = []
@@ -183,7 +187,10 @@ class ExecutionReview:
 
     def _run(self) -> None:
         s0 = self.root / "s0"
-        layout = materialize(self.pkg, s0)
+        if self.image is not None:
+            layout = self.image.materialize(self.pkg, s0)
+        else:
+            layout = materialize(self.pkg, s0)
         self.workdir = layout.workdir
         self.skipped = layout.skipped
         image = self.pkg.config.environment.docker_image
@@ -447,6 +454,26 @@ class ExecutionReview:
                         s0_file=contents[data],
                     )
                 )
+            elif self.image is not None:
+                self._output_in_image(rel, (reference / rel).read_bytes())
+
+    def _output_in_image(self, rel: str, data: bytes) -> None:
+        """A reference output that a build step already wrote somewhere in the image (a
+        RUN line that computes the answer), in any formatting. The output's own path in
+        the image is the input the solution rewrote, not a leak."""
+        assert self.image is not None
+        where = self.image.written.saying(data)
+        own = str(PurePosixPath(self.workdir) / rel)
+        if where is not None and where != own:
+            self.defects.append(
+                Defect.of(
+                    DefectCode.LEAK_REFERENCE_OUTPUT,
+                    f"reference output {rel} is already in the image as {where} (written by "
+                    "environment/Dockerfile); the agent can read it",
+                    output=rel,
+                    image_path=where,
+                )
+            )
 
     def _artifact_mutations(self, reference: Path, rel: str) -> None:
         bar = self.limits.passing

@@ -41,15 +41,38 @@ BASE_ENV = {
 
 
 class BubblewrapSandbox:
-    def __init__(self, bwrap: str | None = None) -> None:
+    """``rootfs``: run in that root file system (a task image's, mounted) instead of the
+    host's ``/usr`` and ``/etc``; it is read-only inside, like the host's, and ``env`` (the
+    image's ENV) is the base environment there."""
+
+    def __init__(
+        self,
+        bwrap: str | None = None,
+        rootfs: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.bwrap = bwrap or shutil.which("bwrap")
         self.setpriv = shutil.which("setpriv")
+        self.rootfs = rootfs
+        self.env = dict(env or {})
         if self.bwrap is None:
             raise SandboxUnavailable(f"bubblewrap (bwrap) not found on PATH; {INSTALL_HINT}")
         if os.geteuid() == 0 and self.setpriv is None:
             raise SandboxUnavailable(f"setpriv not found; {INSTALL_HINT}")
+        if rootfs is not None and os.geteuid() == 0:
+            self.setpriv = "/usr/bin/setpriv"  # the image's own, run inside it
+            if not (rootfs / "usr/bin/setpriv").is_file():
+                raise SandboxUnavailable(
+                    f"the image at {rootfs} has no /usr/bin/setpriv (util-linux), which the "
+                    "sandbox needs to drop root inside it"
+                )
 
     def _rootfs_args(self) -> list[str]:
+        if self.rootfs is not None:
+            # Bound writable so bwrap can make mount points in it (the caller's own working
+            # container, never the image), then remounted read-only once they exist.
+            args = ["--bind", str(self.rootfs), "/"]
+            return [*args, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for top in ("bin", "sbin", "lib", "lib64", "lib32"):
             host = Path("/") / top
@@ -79,7 +102,9 @@ class BubblewrapSandbox:
             made.add(mount.target)
             flag = "--bind" if mount.writable else "--ro-bind"
             cmd += [flag, str(mount.source), mount.target]
-        for key, value in {**BASE_ENV, **env}.items():
+        if self.rootfs is not None:
+            cmd += ["--remount-ro", "/"]
+        for key, value in {**BASE_ENV, **self.env, "HOME": BASE_ENV["HOME"], **env}.items():
             cmd += ["--setenv", key, value]
         cmd += ["--chdir", cwd, "--"]
         if os.geteuid() == 0:  # drop to a uid that owns nothing on the host, for good

@@ -1,0 +1,1 @@
+"""Task images: built with buildah on local bases, mounted for the sandbox."""

@@ -1,0 +1,77 @@
+"""The ``FROM`` lines of a Dockerfile, and the same Dockerfile with each external base
+replaced by its local image (stage names and ``scratch`` are kept)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+FROM_LINE = re.compile(r"^(\s*FROM\s+)(.*?)(\s*(?:#.*)?)$", re.IGNORECASE)
+ARG_LINE = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE)
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class BaseReference:
+    line: int  # 0-based line of the FROM
+    image: str  # as written, ARG defaults substituted
+
+
+class UnresolvedBase(ValueError):
+    """A FROM whose image depends on a build argument with no default."""
+
+
+def bases(dockerfile: str) -> list[BaseReference]:
+    """The external images the Dockerfile builds on, in order."""
+    found: list[BaseReference] = []
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    for number, line in enumerate(dockerfile.splitlines()):
+        arg = ARG_LINE.match(line)
+        if arg and not found and not stages:  # only ARGs before the first FROM apply to FROM
+            args[arg.group(1)] = (arg.group(2) or "").strip("\"'")
+            continue
+        matched = FROM_LINE.match(line)
+        if not matched:
+            continue
+        words = [w for w in matched.group(2).split() if not w.startswith("--")]
+        if not words:
+            continue
+        image = _substitute(words[0], args)
+        if len(words) >= 3 and words[1].upper() == "AS":
+            stages.add(words[2].lower())
+        if image.lower() in stages - {words[2].lower() if len(words) >= 3 else ""}:
+            continue  # an earlier stage of this build
+        if image.lower() == "scratch":
+            continue
+        found.append(BaseReference(number, image))
+    return found
+
+
+def rewrite(dockerfile: str, local: Callable[[str], str]) -> str:
+    """The Dockerfile with each external base image replaced by ``local(image)``."""
+    lines = dockerfile.splitlines(keepends=True)
+    for ref in bases(dockerfile):
+        text = lines[ref.line]
+        ending = text[len(text.rstrip("\r\n")) :]
+        matched = FROM_LINE.match(text.rstrip("\r\n"))
+        assert matched is not None  # bases() found a FROM here
+        head, rest, tail = matched.groups()
+        words = rest.split()
+        index = next(i for i, w in enumerate(words) if not w.startswith("--"))
+        words[index] = local(ref.image)
+        lines[ref.line] = head + " ".join(words) + tail + ending
+    return "".join(lines)
+
+
+def _substitute(word: str, args: dict[str, str]) -> str:
+    def value(found: re.Match[str]) -> str:
+        name = found.group(1) or found.group(3)
+        if args.get(name):
+            return args[name]
+        if found.group(2) is not None:
+            return found.group(2)
+        raise UnresolvedBase(f"FROM {word}: build argument {name} has no default")
+
+    return VARIABLE.sub(value, word)

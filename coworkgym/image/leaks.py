@@ -1,0 +1,90 @@
+"""Leaks the image build creates: what a ``RUN`` or ``COPY`` line put in the image, read
+against what the agent must not see.
+
+The scan covers the files the build added or changed on top of its base (an unchanged base
+file keeps its size and mtime through the layers), anywhere in the image, since the agent
+runs as root there and can read them all. A file that *says* the same as a verifier file
+(its test code, an expected-answer file) or as a reference output is a leak; a pristine copy
+of an input is not (the verifier's copy of what the agent already has is fine). "Says the
+same": the same bytes, or the same JSON value (a RUN line rarely writes the indentation the
+solution does), or the same text up to trailing whitespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SCANNED_BYTES = 2 * 1024 * 1024  # answers are small; site-packages wheels are not read
+SKIPPED_TOP = {"proc", "sys", "dev", "run"}
+MIN_LEAK_BYTES = 16
+
+
+def changed_files(image: Path, base: Path | None) -> dict[str, Path]:
+    """Regular files the build added or changed: in-image path -> host path."""
+    found: dict[str, Path] = {}
+    for folder, dirs, names in os.walk(image):
+        inside = Path(folder).relative_to(image)
+        if inside == Path("."):
+            dirs[:] = [d for d in dirs if d not in SKIPPED_TOP]
+        for name in names:
+            host = Path(folder) / name
+            info = host.lstat()
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SCANNED_BYTES:
+                continue
+            if base is not None and _unchanged(info, base / inside / name):
+                continue
+            found["/" + (inside / name).as_posix().removeprefix("./")] = host
+    return found
+
+
+def _unchanged(info: os.stat_result, in_base: Path) -> bool:
+    try:
+        before = in_base.lstat()
+    except OSError:
+        return False
+    return before.st_size == info.st_size and before.st_mtime_ns == info.st_mtime_ns
+
+
+def meaning(data: bytes) -> str | None:
+    """What a small text file says, for comparing a leak with its source loosely."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return "json:" + json.dumps(json.loads(stripped), sort_keys=True)
+        except ValueError:
+            pass
+    return "text:" + "\n".join(line.rstrip() for line in stripped.splitlines())
+
+
+@dataclass
+class ImageFiles:
+    """The files a build wrote, indexed by what they say (read lazily, once)."""
+
+    files: dict[str, Path]
+    _index: dict[str, str] | None = field(default=None, repr=False)
+
+    def index(self) -> dict[str, str]:
+        if self._index is None:
+            self._index = {}
+            for where, host in sorted(self.files.items()):
+                try:
+                    data = host.read_bytes()
+                except OSError:
+                    continue
+                said = meaning(data) if len(data) >= MIN_LEAK_BYTES else None
+                if said is not None:
+                    self._index.setdefault(said, where)
+        return self._index
+
+    def saying(self, data: bytes) -> str | None:
+        """The in-image path of a written file that says what ``data`` says, if any."""
+        said = meaning(data) if len(data) >= MIN_LEAK_BYTES else None
+        return self.index().get(said) if said is not None else None
