@@ -1,0 +1,318 @@
+"""One Ray Train worker's training loop (``TorchTrainer``'s ``train_loop_per_worker``).
+
+    resume: the store's latest checkpoint (weights, optimizer, step), else the base model
+    for step in last + 1 … max_steps:
+        this worker's share of the step's batch → objective loss
+        a non-finite loss on any worker → the run fails here (nothing stepped or saved)
+        backward → gradients averaged (replicated) or reduce-scattered (FSDP) → clip → step
+        metrics reduced over the workers → rank 0 logs them (JSONL, Prometheus)
+        every checkpoint_every steps and at the end: a checkpoint
+    rank 0 writes status.json all along
+
+A worker that dies makes Ray Train restart the whole group (``FailureConfig``); the new
+group starts at the top and resumes from the latest checkpoint, so the steps after it are
+done again and the run still ends at ``max_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..objectives import Objective, build_objective, collate
+from .checkpoint import restore_trainer_state, save_checkpoint
+from .config import TrainConfig
+from .data import RunData, load_data, step_batch, worker_share
+from .distributed import (
+    FullForward,
+    all_agree,
+    average_gradients,
+    barrier,
+    reduce_sums,
+    shard_fsdp,
+)
+from .metrics import MetricsSink
+from .status import FailureReason, RunStatus, State, read_status
+from .store import CheckpointStore, store_for
+
+WORKERS_DIR = "workers"  # rank-<r>.pid: the live worker processes (to watch or to kill)
+
+
+def train_worker(payload: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+
+    config = TrainConfig.model_validate(payload["config"])
+    data_files = [Path(p) for p in payload["data"]]
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    device = ray.train.torch.get_device()
+    Worker(config, data_files, rank, world, device, report=ray.train.report).run()
+
+
+class Worker:
+    def __init__(
+        self,
+        config: TrainConfig,
+        data_files: list[Path],
+        rank: int,
+        world: int,
+        device: torch.device,
+        report: Any,
+    ) -> None:
+        self.config = config
+        self.data_files = data_files
+        self.rank, self.world, self.device = rank, world, device
+        self.report = report
+        self.store: CheckpointStore = store_for(config.checkpoint_target)
+        self.out = config.out
+        previous = read_status(self.out)
+        self.attempt = (previous.attempt + 1) if previous and previous.state == "running" else 1
+        self.sink = MetricsSink(self.out, self.out.name, config.metrics_port) if rank == 0 else None
+        self.status = RunStatus(
+            state="running", max_steps=config.max_steps, attempt=self.attempt
+        )
+
+    # ---- setup ----------------------------------------------------------------------
+    def run(self) -> None:
+        workers = self.out / WORKERS_DIR
+        workers.mkdir(parents=True, exist_ok=True)
+        (workers / f"rank-{self.rank}.pid").write_text(f"{os.getpid()}\n")
+        try:
+            self._run()
+        finally:
+            if self.sink is not None:
+                self.sink.close()
+
+    def _run(self) -> None:
+        from transformers import AutoTokenizer
+
+        config = self.config
+        torch.manual_seed(config.hyperparameters.seed)
+        tokenizer = AutoTokenizer.from_pretrained(config.model, local_files_only=True)
+        last = self.store.latest()
+        self.status = self.status.model_copy(
+            update={
+                "step": last or 0,
+                "checkpoint": self.store.uri(last) if last else None,
+                "checkpoint_step": last,
+            }
+        )
+        weights = config.model
+        if last is not None:
+            weights = self.store.fetch(last, self.out / ".cache" / f"rank-{self.rank}")
+        objective = build_objective(config.objective, config.objective_options)
+        model = self._load_model(weights)
+        objective.prepare(model)
+        if config.strategy == "fsdp":
+            model = shard_fsdp(model)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        hp = config.hyperparameters
+        optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+        warmup = hp.warmup_steps
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda done: min(1.0, (done + 1) / warmup) if warmup else 1.0
+        )
+        if last is not None:
+            restore_trainer_state(weights, model, optimizer, scheduler)
+        data = load_data(config, self.data_files, tokenizer)
+        if self.rank == 0:
+            (self.out / "data_report.json").write_text(data.report.model_dump_json(indent=2))
+        if not data.examples:
+            dropped = ", ".join(f"{k} {v}" for k, v in sorted(data.report.dropped.items()))
+            self._finish(
+                "failed",
+                reason="no_examples",
+                message=f"no {config.objective} example in the data "
+                f"({data.report.trajectories} trajectories; dropped: {dropped or 'none'})",
+            )
+            return
+        self._publish(data)
+        extra = self._extra_models(objective)
+        self._loop(model, trainable, objective, optimizer, scheduler, tokenizer, data, extra)
+
+    def _load_model(self, folder: Path) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, local_files_only=True, dtype=torch.float32
+        )
+        return model.to(self.device).train()  # type: ignore[arg-type]
+
+    def _extra_models(self, objective: Objective) -> dict[str, Any]:
+        from transformers import AutoModelForCausalLM
+
+        wanted = {
+            "reference_model": self.config.reference_model if objective.needs_reference else None,
+            "teacher_model": self.config.teacher_model if objective.needs_teacher else None,
+        }
+        if objective.needs_reference and wanted["reference_model"] is None:
+            wanted["reference_model"] = self.config.model  # the starting policy
+        models: dict[str, Any] = {}
+        for role, path in wanted.items():
+            if path is not None:
+                extra = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+                extra.requires_grad_(False)
+                models[role] = extra.to(self.device).eval()  # type: ignore[arg-type]
+        return models
+
+    def _publish(self, data: RunData) -> None:
+        if self.sink is not None:
+            self.sink.set(
+                max_steps=self.config.max_steps,
+                step=self.status.step,
+                attempt=self.attempt,
+                groups_kept=data.groups,
+                failed=0,
+                last_checkpoint_step=self.status.checkpoint_step,
+            )
+        self._write_status()
+
+    # ---- the loop ---------------------------------------------------------------------
+    def _loop(
+        self,
+        model: Any,
+        trainable: list[torch.nn.Parameter],
+        objective: Objective,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        tokenizer: Any,
+        data: RunData,
+        extra: dict[str, Any],
+    ) -> None:
+        config = self.config
+        step = self.status.step
+        for step in range(self.status.step + 1, config.max_steps + 1):
+            record = self._step(
+                step, model, trainable, objective, optimizer, scheduler, tokenizer, data, extra
+            )
+            if record is None:
+                return
+            self.status = self.status.model_copy(update={"step": step})
+            if step % config.checkpoint_every == 0 or step == config.max_steps:
+                uri = save_checkpoint(
+                    self.store,
+                    step=step,
+                    model=model,
+                    optimizer=optimizer,
+                    scheduler=scheduler,
+                    tokenizer=tokenizer,
+                    info={
+                        "objective": config.objective,
+                        "loss": record["loss"],
+                        "base": str(config.model),
+                    },
+                    keep=config.keep_checkpoints,
+                    rank=self.rank,
+                    staging=self.out / ".staging",
+                )
+                self.status = self.status.model_copy(
+                    update={"checkpoint": uri, "checkpoint_step": step}
+                )
+                record.update(checkpoint=uri, last_checkpoint_step=step)
+            if self.sink is not None:
+                self.sink.step(record)
+            self._write_status()
+            self.report({k: v for k, v in record.items() if isinstance(v, int | float)})
+        self._finish("succeeded", message=f"{step} steps")
+
+    def _step(
+        self,
+        step: int,
+        model: Any,
+        trainable: list[torch.nn.Parameter],
+        objective: Objective,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        tokenizer: Any,
+        data: RunData,
+        extra: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """One optimizer step; its metrics, or None when the run failed on it."""
+        hp = self.config.hyperparameters
+        started = time.perf_counter()
+        share = step_batch(len(data.examples), step, hp.batch_size, hp.seed)
+        examples = [data.examples[i] for i in worker_share(share, self.rank, self.world)]
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        batch = collate(examples, pad_id)
+        forward = FullForward(model) if self.config.strategy == "fsdp" else model
+        with self._autocast():
+            loss, metrics = objective.loss(forward, batch, **extra)
+        if not all_agree(bool(torch.isfinite(loss.detach()).item()), self.device):
+            self._fail_non_finite(step, "loss", metrics)
+            return None
+        loss.backward()  # type: ignore[no-untyped-call]
+        if self.config.strategy == "replicated":
+            average_gradients(trainable)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, hp.max_grad_norm))
+        if not math.isfinite(grad_norm):  # the same on every worker: gradients are shared
+            optimizer.zero_grad(set_to_none=True)
+            self._fail_non_finite(step, "gradient norm", metrics)
+            return None
+        learning_rate = float(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        known = data.rewards
+        rewards = [known[e.trajectory_id] for e in examples if e.trajectory_id in known]
+        tokens, loss_sum, reward_sum, rewarded = reduce_sums(
+            [batch["attention_mask"].sum().item(), loss.item(), sum(rewards), len(rewards)],
+            self.device,
+        )
+        seconds = time.perf_counter() - started
+        return {
+            "step": step,
+            "attempt": self.attempt,
+            "loss": loss_sum / self.world,
+            "tokens": int(tokens),
+            "tokens_per_second": tokens / seconds if seconds > 0 else None,
+            "grad_norm": grad_norm,
+            "reward_mean": reward_sum / rewarded if rewarded else None,
+            "groups_kept": data.groups,
+            "learning_rate": learning_rate,
+            "seconds": round(seconds, 4),
+            **{f"objective/{k}": v for k, v in metrics.items() if k != "loss"},
+        }
+
+    def _autocast(self) -> AbstractContextManager[Any]:
+        if self.device.type == "cuda" and self.config.strategy == "replicated":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    # ---- ending ---------------------------------------------------------------------
+    def _fail_non_finite(self, step: int, what: str, metrics: dict[str, float]) -> None:
+        kept = self.status.checkpoint or "none saved yet"
+        loss = metrics.get("loss", math.nan)
+        if self.sink is not None:
+            self.sink.step({"step": step, "attempt": self.attempt, "loss": loss, "failed": 1})
+            self.sink.set(loss=math.nan)  # NaN on the gauge too: alerts can test for it
+        self._finish(
+            "failed",
+            reason="non_finite_loss",
+            message=f"step {step}: the {what} is not finite (loss {loss!r}); stopped "
+            f"without stepping; the last good checkpoint is {kept}",
+        )
+
+    def _finish(
+        self, state: State, reason: FailureReason | None = None, message: str = ""
+    ) -> None:
+        self.status = self.status.model_copy(
+            update={"state": state, "reason": reason, "message": message}
+        )
+        if self.sink is not None:
+            self.sink.set(failed=1 if state == "failed" else 0, step=self.status.step)
+        self._write_status()
+        barrier()
+
+    def _write_status(self) -> None:
+        if self.rank == 0:
+            self.status.write(self.out)
+
+
+__all__ = ["WORKERS_DIR", "Worker", "train_worker"]
