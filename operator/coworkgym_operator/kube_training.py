@@ -24,9 +24,11 @@ DISCOVERY_TTL_SECONDS = 60.0
 
 
 class TrainingKube:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, *, ray_enabled: bool = True) -> None:
         self.kube = kube
         self.custom = client.CustomObjectsApi(kube.api)
+        # training.ray off: the operator has no RayJob rights, so it never asks
+        self.ray_enabled = ray_enabled
         self._ray: tuple[float, bool] | None = None
 
     # ---- the run itself -----------------------------------------------------------------
@@ -87,6 +89,8 @@ class TrainingKube:
     def ray_available(self) -> bool:
         """Whether the API server serves ray.io/v1 rayjobs (KubeRay's CRD), asked of the
         discovery API (readable by every authenticated client) at most once a minute."""
+        if not self.ray_enabled:
+            return False
         now = time.monotonic()
         if self._ray is not None and now - self._ray[0] < DISCOVERY_TTL_SECONDS:
             return self._ray[1]

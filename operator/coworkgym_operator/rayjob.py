@@ -8,9 +8,10 @@ Used when the cluster serves rayjobs.ray.io (KubeRay installed) and the chart's
 the RayJob holds, field by field:
 
 - ``entrypoint``: ``python -m coworkgym_operator.training_pod train``, the same reporter
-  the plain Job runs, with the same ``cowork-gym train`` argv (training_builders.train_argv)
-  in COWORKGYM_POD_INPUT. It runs as the Ray job's driver on the head pod; ``cowork-gym
-  train`` finds the cluster through RAY_ADDRESS, which the Ray job supervisor sets.
+  the plain Job runs, with the same plan (training_builders.train_plan: what to stage, the
+  trainer's config, ``cowork-gym train --config``) in COWORKGYM_POD_INPUT. It runs as the
+  Ray job's driver on the head pod; ``cowork-gym train`` joins the cluster through
+  RAY_ADDRESS, which the Ray job supervisor sets (trainer/run.py's start_ray).
 - ``submissionMode: K8sJobMode``: KubeRay's submitter is a Job named like the RayJob. It
   follows the driver's output, so its pod's log carries the reporter's
   ``coworkgym-train-status`` lines: the controller reads progress there, as from the plain
@@ -39,7 +40,7 @@ from .training_builders import (
     metadata,
     pod_input,
     store_env,
-    train_argv,
+    train_plan,
     training_pod_spec,
     worker_resources,
 )
@@ -81,7 +82,7 @@ def _ray_container(
             {"name": "HOME", "value": "/tmp"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             # the driver (on the head) reads its argv here; workers ignore it
-            pod_input(train_argv(spec, data_uri, settings)),
+            pod_input(train_plan(spec, data_uri, settings)),
             *env,
             *([pythonpath] if pythonpath else []),
         ],

@@ -2,9 +2,10 @@
 Job (one pod on one node; rayjob.py builds the KubeRay form). No I/O; every object carries
 an owner reference and a deterministic name.
 
-The training pod runs ``python -m coworkgym_operator.training_pod train``, which runs
-``cowork-gym train`` (the argv is ``train_argv``'s: the one place the trainer's flags are
-spelled) and reports through its log and termination message (training_pod.py says how).
+The training pod runs ``python -m coworkgym_operator.training_pod train``, which stages the
+data and weights, runs ``cowork-gym train --config`` on the trainer's TrainConfig (built by
+``train_config``: the one place the trainer's settings are spelled) and reports through its
+log and termination message (training_pod.py says how).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from .training_settings import TrainingSettings
 Manifest = dict[str, Any]
 LABEL_TRAINING = "coworkgym.dev/trainingrun"
 LABEL_STEP = "coworkgym.dev/step"  # check-data, train
-METRICS_LOG = "/tmp/train/metrics.jsonl"
 TRAIN_CONTAINER = "train"
 EXIT_NO_RETRY = 3  # training_pod.EXIT_NO_RETRY: NaN loss; the Job fails without a retry
 PYTHON_MINOR = "3.12"
@@ -57,47 +57,78 @@ def data_uri_of_batch(output_uri: str, trajectories: str) -> str:
 
 
 # ---- what the trainer is asked to do -------------------------------------------------------
-def train_argv(spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings) -> list[str]:
-    """``cowork-gym train`` with the run's settings (flag names: docs/training.md)."""
-    hp = spec.hyperparameters
-    res = spec.resources
-    argv = [
-        *_cli(settings),
-        "train",
-        "--objective", spec.objective,
-        "--model", spec.model,
-        "--data", data_uri,
-        "--output", spec.output.uri,
-        "--workers", str(res.workers),
-        "--gpus-per-worker", str(res.gpus_per_worker),
-        "--learning-rate", repr(hp.learning_rate),
-        "--epochs", str(hp.epochs),
-        "--batch-size", str(hp.batch_size),
-        "--max-length", str(hp.max_length),
-        "--warmup-steps", str(hp.warmup_steps),
-        "--seed", str(hp.seed),
-        "--metrics-jsonl", METRICS_LOG,
-    ]  # fmt: skip
-    optional: list[tuple[str, object]] = [
-        ("--teacher", spec.teacher),
-        ("--max-steps", hp.max_steps),
-        ("--checkpoint-every", hp.checkpoint_every),
-        ("--clip-epsilon", hp.clip_epsilon),
-        ("--kl-coefficient", hp.kl_coefficient),
-        ("--top-k", hp.top_k),
-    ]
+# Where the pod stages what it reads, and where the trainer's run folder is (an emptyDir).
+WORK = "/tmp/train"
+CONFIG_FILE = f"{WORK}/config.json"
+
+
+def train_config(spec: TrainingRunSpec) -> Manifest:
+    """The trainer's TrainConfig (coworkgym_training.trainer.config, its JSON form) for the
+    run. ``model``, ``teacher_model`` and ``data`` name the pod's local copies (the pod
+    stages s3:// ones there first); ``max_steps`` is None when the run gives epochs (the pod
+    counts the trajectories and fills it in)."""
+    hp, res = spec.hyperparameters, spec.resources
+    grpo: Manifest = {}
+    if hp.clip_epsilon is not None:
+        grpo["clip_epsilon_low"] = grpo["clip_epsilon_high"] = hp.clip_epsilon
+    if hp.kl_coefficient is not None:
+        grpo["kl_beta"] = hp.kl_coefficient
+    options: Manifest = {}
+    if grpo:
+        options["grpo"] = grpo
+    if hp.top_k is not None:
+        options["opd"] = {"top_k": hp.top_k}
+    config: Manifest = {
+        "objective": spec.objective,
+        "model": _local(spec.model, "model"),
+        "data": [f"{WORK}/data"],
+        "out": f"{WORK}/out",
+        "checkpoint": f"{spec.output.uri.rstrip('/')}/checkpoints",
+        "hyperparameters": {
+            "learning_rate": hp.learning_rate,
+            "warmup_steps": hp.warmup_steps,
+            "batch_size": hp.batch_size,
+            "seed": hp.seed,
+        },
+        "objective_options": options,
+        "max_steps": hp.max_steps,
+        "checkpoint_every": hp.checkpoint_every,
+        "workers": res.workers,
+        "device": "cuda" if res.gpus_per_worker else "cpu",
+    }
     if spec.selection.method != "none":
-        optional += [
-            ("--select", spec.selection.method),
-            ("--keep", spec.selection.keep),
-            ("--bins", spec.selection.bins),
-        ]
-    for flag, value in optional:
-        if value is not None:
-            argv += [flag, str(value)]
-    # a restarted pod (backoffLimit, a resume after suspend) continues from the last
-    # checkpoint under --output instead of starting over
-    return [*argv, "--resume"]
+        config["selection"] = {
+            "method": spec.selection.method,
+            "keep": spec.selection.keep,
+            "bins": spec.selection.bins,
+        }
+    if spec.teacher:
+        config["teacher_model"] = _local(spec.teacher, "teacher")
+    return config
+
+
+def _local(location: str, name: str) -> str:
+    return f"{WORK}/{name}" if location.startswith("s3://") else location
+
+
+def train_plan(spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings) -> Manifest:
+    """What the pod's reporter does (training_pod.train): stage ``stage`` (s3:// URI →
+    local folder), write ``config`` to CONFIG_FILE, run ``argv``, then copy the run's
+    config, metrics log and status to ``output``."""
+    stage = {f"{WORK}/data": data_uri}
+    for location, name in ((spec.model, "model"), (spec.teacher, "teacher")):
+        if location and location.startswith("s3://"):
+            stage[f"{WORK}/{name}"] = location
+    keep = spec.selection.keep if spec.selection.method != "none" else 1.0
+    return {
+        "argv": [*_cli(settings), "train", "--config", CONFIG_FILE],
+        "config": train_config(spec),
+        "configFile": CONFIG_FILE,
+        "stage": stage,
+        "epochs": spec.hyperparameters.epochs,
+        "keep": keep,
+        "output": spec.output.uri.rstrip("/"),
+    }
 
 
 def _cli(settings: TrainingSettings) -> list[str]:
@@ -106,9 +137,8 @@ def _cli(settings: TrainingSettings) -> list[str]:
     return ["cowork-gym"]
 
 
-def pod_input(argv: list[str]) -> Manifest:
-    wanted = {"argv": argv, "metricsLog": METRICS_LOG}
-    return {"name": "COWORKGYM_POD_INPUT", "value": json.dumps(wanted, separators=(",", ":"))}
+def pod_input(plan: Manifest) -> Manifest:
+    return {"name": "COWORKGYM_POD_INPUT", "value": json.dumps(plan, separators=(",", ":"))}
 
 
 def store_env(settings: TrainingSettings) -> tuple[list[Manifest], list[Manifest]]:
@@ -195,7 +225,7 @@ def train_container(
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-            pod_input(train_argv(spec, data_uri, settings)),
+            pod_input(train_plan(spec, data_uri, settings)),
             *env,
             *([pythonpath] if pythonpath else []),
         ],
@@ -312,11 +342,11 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
 __all__ = [
     "LABEL_STEP",
     "LABEL_TRAINING",
-    "METRICS_LOG",
     "check_data_job",
     "check_job_name",
     "data_uri_of_batch",
-    "train_argv",
+    "train_config",
     "train_job_name",
+    "train_plan",
     "training_job",
 ]

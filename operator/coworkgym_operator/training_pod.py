@@ -9,10 +9,12 @@ Both read their input from COWORKGYM_POD_INPUT (JSON, written by training_builde
 patch anything) and the operator holds no storage credentials (it must not read S3), so
 the pod speaks through the two channels the kubelet keeps for it:
 
-- while it trains: its log. ``train`` runs the trainer as a child process, follows the
-  JSONL metrics log the trainer writes (one record per step: step, total_steps, loss, ...,
-  and checkpoint when one was saved), and prints one line ``coworkgym-train-status {json}``
-  whenever the step or the checkpoint changes. The controller reads the tail of the pod's
+- while it trains: its log. ``train`` stages the s3:// data and weights, writes the
+  trainer's config, runs ``cowork-gym train --config`` as a child process, follows the
+  files the trainer keeps in its run folder (metrics.jsonl: one record per step, loss,
+  tokens_per_second, grad_norm, ...; status.json: step, max_steps, the latest checkpoint,
+  how it ended), and prints one line ``coworkgym-train-status {json}`` whenever that
+  changes. The controller reads the tail of the pod's
   log (``pods/log``, which it may read already) and takes the last such line. Lines it
   cannot parse are skipped; a missed line is made good by the next one (each carries the
   whole state, not a delta), so nothing depends on reading every line.
@@ -21,10 +23,12 @@ the pod speaks through the two channels the kubelet keeps for it:
   ...}``, as the rollout pods do; printed too, as ``coworkgym-train-result {json}`` (a
   RayJob's driver has no termination message of its own: its submitter's log has it).
 
-A non-finite loss stops the trainer at once (the checkpoints so far are kept: the last
-good one is the last one saved before it) and exits with EXIT_NO_RETRY, which the Job's
-podFailurePolicy turns into a failed Job instead of a retry: a rerun would diverge the
-same way. A missing dataset does the same.
+A non-finite loss stops the trainer (its status.json says non_finite_loss; the checkpoints
+saved before it are kept, so the last good one is the latest) and the pod exits with
+EXIT_NO_RETRY, which the Job's podFailurePolicy turns into a failed Job instead of a retry:
+a rerun would diverge the same way. Data that is not there, or that gives no example, does
+the same. Then the run's config.json, metrics.jsonl and status.json go beside the
+checkpoints in spec.output.
 
 This module imports only the standard library and boto3 (for check-data): it runs in the
 training image and in the role image alike, and never imports torch.
@@ -36,7 +40,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -105,59 +108,58 @@ def check_data() -> int:
 # ---- the training ----------------------------------------------------------------------------
 @dataclass
 class Report:
-    """The training's state as the metrics log tells it; printed whole on each change."""
+    """The training's state as the trainer's files tell it (OUT/status.json: step,
+    max_steps, checkpoint, state; OUT/metrics.jsonl: the figures of each step); printed
+    whole on each change."""
 
     step: int = 0
     total_steps: int | None = None
-    epoch: float | None = None
-    round: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint: str | None = None
-    non_finite: str | None = None  # "loss=nan at step 12" once it happens
 
-    def update(self, record: dict[str, Any]) -> bool:
-        """Fold one metrics record in; True if the step or the checkpoint changed."""
-        before = (self.step, self.checkpoint)
+    def fold_metrics(self, record: dict[str, Any]) -> None:
         if isinstance(record.get("step"), int):
-            self.step = record["step"]
-        for key, attr in (("total_steps", "total_steps"), ("totalSteps", "total_steps")):
-            if isinstance(record.get(key), int):
-                setattr(self, attr, record[key])
-        if isinstance(record.get("epoch"), int | float):
-            self.epoch = float(record["epoch"])
-        if isinstance(record.get("round"), int):
-            self.round = record["round"]
-        checkpoint = record.get("checkpoint") or record.get("checkpoint_uri")
-        if isinstance(checkpoint, str) and checkpoint:
-            self.checkpoint = checkpoint
+            self.step = max(self.step, record["step"])
+        if isinstance(record.get("max_steps"), int):
+            self.total_steps = record["max_steps"]
         for key, value in record.items():
-            if key in ("step", "total_steps", "totalSteps", "epoch", "round") or isinstance(
-                value, bool
-            ):
+            if key in SKIPPED or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            if isinstance(value, int | float):
-                if math.isfinite(value):
-                    self.metrics[key] = float(value)
-                elif key == "loss" or key.endswith("_loss"):
-                    self.non_finite = f"{key}={value} at step {self.step}"
-        return (self.step, self.checkpoint) != before
+            if math.isfinite(value):  # the trainer writes a non-finite figure as null
+                self.metrics[key] = float(value)
+
+    def fold_status(self, status: dict[str, Any]) -> None:
+        if isinstance(status.get("step"), int):
+            self.step = max(self.step, status["step"])
+        if isinstance(status.get("max_steps"), int):
+            self.total_steps = status["max_steps"]
+        if isinstance(status.get("checkpoint"), str) and status["checkpoint"]:
+            self.checkpoint = status["checkpoint"]
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "metrics": self.metrics}
-        for key, value in (
-            ("totalSteps", self.total_steps),
-            ("epoch", self.epoch),
-            ("round", self.round),
-            ("checkpoint", self.checkpoint),
-        ):
-            if value is not None:
-                out[key] = value
+        if self.total_steps is not None:
+            out["totalSteps"] = self.total_steps
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
         return out
+
+
+# record keys that are not figures of the training (or are said elsewhere)
+SKIPPED = {"step", "max_steps", "time", "failed", "attempt"}
+# how the trainer's failure reasons (trainer/status.py) read as the run's, and whether a
+# retry could help (a non-finite loss or no data would only happen again)
+FAILURES = {
+    "non_finite_loss": ("NaNLoss", EXIT_NO_RETRY),
+    "no_examples": ("NoExamples", EXIT_NO_RETRY),
+    "worker_failures": ("TrainerFailed", 1),
+    "error": ("TrainerFailed", 1),
+}
 
 
 def _parse(line: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(line)  # Python's json reads NaN and Infinity, as trainers write
+        value = json.loads(line)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -185,55 +187,146 @@ class MetricsFollower:
         return [r for r in (_parse(line) for line in lines if line.strip()) if r is not None]
 
 
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return _parse(path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
 def status_line(report: Report) -> str:
     return STATUS_PREFIX + json.dumps(report.wire(), separators=(",", ":"), allow_nan=False)
 
 
-def _stop(child: subprocess.Popen[bytes]) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+# ---- staging and uploading ---------------------------------------------------------------
+def stage(uri: str, dest: Path, client: Any) -> int:
+    """Download an s3:// object (``.jsonl``) or every object under a prefix into ``dest``;
+    returns how many files."""
+    from coworkgym.release import split_s3_uri
+
+    bucket, key = split_s3_uri(uri)
+    dest.mkdir(parents=True, exist_ok=True)
+    if key.endswith(".jsonl"):
+        client.download_file(bucket, key, str(dest / Path(key).name))
+        return 1
+    count = 0
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=f"{key}/" if key else ""):
+        for item in page.get("Contents", []):
+            relative = item["Key"][len(key) + 1 :] if key else item["Key"]
+            if not relative or relative.endswith("/"):
+                continue
+            target = dest / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, item["Key"], str(target))
+            count += 1
+    if not count:
+        raise FileNotFoundError(f"nothing under {uri}")
+    return count
+
+
+def count_trajectories(folder: Path) -> int:
+    total = 0
+    for path in sorted(folder.rglob("*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            total += sum(1 for line in handle if line.strip())
+    return total
+
+
+def steps_for(trajectories: int, keep: float, epochs: int, batch_size: int) -> int:
+    """The epochs' worth of optimizer steps: ceil(trajectories × keep × epochs / batch)."""
+    return max(1, math.ceil(trajectories * keep * epochs / batch_size))
+
+
+def upload_outputs(out: Path, output: str, client: Any) -> list[str]:
+    """The run's config, metrics log and status beside its checkpoints."""
+    from coworkgym.release import split_s3_uri
+
+    bucket, prefix = split_s3_uri(output)
+    sent = []
+    for name in ("config.json", "metrics.jsonl", "status.json"):
+        path = out / name
+        if path.is_file():
+            client.upload_file(str(path), bucket, f"{prefix}/{name}" if prefix else name)
+            sent.append(f"{output}/{name}")
+    return sent
+
+
+def _s3() -> Any:
+    from coworkgym.release import make_s3_client
+
+    return make_s3_client()
+
+
+def prepare(plan: dict[str, Any]) -> dict[str, Any]:
+    """Stage the plan's s3:// inputs, fill in max_steps, write the trainer's config file;
+    returns the config."""
+    config = dict(plan.get("config") or {})
+    staged = plan.get("stage") or {}
+    client = _s3() if staged else None
+    for local, uri in staged.items():
+        files = stage(str(uri), Path(local), client)
+        print(f"staged {uri} -> {local} ({files} file(s))", flush=True)
+    if config.get("max_steps") is None:
+        data = Path(str((config.get("data") or ["/tmp/train/data"])[0]))
+        trajectories = count_trajectories(data)
+        batch = int((config.get("hyperparameters") or {}).get("batch_size") or 8)
+        config["max_steps"] = steps_for(
+            trajectories, float(plan.get("keep") or 1.0), int(plan.get("epochs") or 1), batch
+        )
+        print(f"{trajectories} trajectories: max_steps {config['max_steps']}", flush=True)
+    target = Path(str(plan.get("configFile") or "/tmp/train/config.json"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return config
 
 
 def train() -> int:
-    wanted = _input()
-    argv = [str(a) for a in wanted.get("argv") or []]
-    metrics_path = Path(str(wanted.get("metricsLog") or "/tmp/train/metrics.jsonl"))
-    metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    plan = _input()
+    argv = [str(a) for a in plan.get("argv") or []]
     if not argv:
         return _finish({"ok": False, "reason": "TrainerFailed", "error": "no trainer argv"}, 1)
-    report, follower = Report(), MetricsFollower(metrics_path)
+    try:
+        config = prepare(plan)
+    except FileNotFoundError as exc:  # a dataset or weights that are not there
+        return _finish({"ok": False, "reason": "DatasetNotFound", "error": str(exc)}, EXIT_NO_RETRY)
+    except Exception as exc:  # the store unreachable, a bad plan: a retry may help
+        error = f"staging the inputs failed: {type(exc).__name__}: {exc}"
+        return _finish({"ok": False, "reason": "TrainerFailed", "error": error}, 1)
+    out = Path(str(config.get("out") or "/tmp/train/out"))
+    report = Report(total_steps=config.get("max_steps"))
+    follower = MetricsFollower(out / "metrics.jsonl")
     child = subprocess.Popen(argv)
+    last = ""
     while True:
         code = child.poll()
         for record in follower.new_records():
-            if report.update(record):
-                print(status_line(report), flush=True)
-            if report.non_finite:
-                _stop(child)
-                print(status_line(report), flush=True)
-                return _finish(
-                    {
-                        "ok": False,
-                        "reason": "NaNLoss",
-                        "error": f"the loss stopped being finite ({report.non_finite}); "
-                        "the training was stopped, the last good checkpoint is kept",
-                        **report.wire(),
-                    },
-                    EXIT_NO_RETRY,
-                )
+            report.fold_metrics(record)
+        report.fold_status(read_json(out / "status.json") or {})
+        line = status_line(report)
+        if line != last:
+            print(line, flush=True)
+            last = line
         if code is not None:
             break
         time.sleep(POLL_SECONDS)
-    print(status_line(report), flush=True)
-    if code == 0:
+    return _ended(plan, out, report, code)
+
+
+def _ended(plan: dict[str, Any], out: Path, report: Report, code: int) -> int:
+    status = read_json(out / "status.json") or {}
+    if plan.get("output"):
+        try:
+            for uri in upload_outputs(out, str(plan["output"]), _s3()):
+                print(f"uploaded {uri}", flush=True)
+        except Exception as exc:  # the checkpoints are there already: say so, go on
+            print(f"warning: could not upload the run's logs: {exc}", flush=True)
+    if status.get("state") == "succeeded" and code == 0:
         return _finish({"ok": True, **report.wire()}, 0)
-    error = f"`{' '.join(argv[:3])} ...` exited with status {code}; its log says why"
-    # 1 whatever the trainer's status: a retry (backoffLimit) resumes from the checkpoint
-    return _finish({"ok": False, "reason": "TrainerFailed", "error": error, **report.wire()}, 1)
+    reason, exit_code = FAILURES.get(str(status.get("reason") or ""), ("TrainerFailed", 1))
+    message = str(status.get("message") or "")
+    error = message or f"`cowork-gym train` exited with status {code}; its log says why"
+    return _finish({"ok": False, "reason": reason, "error": error, **report.wire()}, exit_code)
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,12 @@ import pytest
 
 from coworkgym_operator.api.training import TrainingRunSpec
 from coworkgym_operator.rayjob import build_rayjob, rayjob_outcome
-from coworkgym_operator.training_builders import check_data_job, train_argv, training_job
+from coworkgym_operator.training_builders import (
+    check_data_job,
+    train_config,
+    train_plan,
+    training_job,
+)
 from coworkgym_operator.training_settings import TrainingSettings
 
 GPU = TrainingSettings(
@@ -81,18 +86,37 @@ def test_no_deadline_and_the_operators_ttl_when_the_run_sets_none() -> None:
     assert job["metadata"]["name"] == "tiny-train-2"
 
 
-def test_the_trainer_argv_spells_every_setting() -> None:
-    run = run_of(objective="opd", teacher="/models/teacher",
+def test_the_trainer_config_spells_every_setting() -> None:
+    run = run_of(objective="opd", teacher="s3://models/teacher",
                  selection={"method": "rsr", "keep": 0.5},
-                 hyperparameters={"maxSteps": 40, "topK": 20})  # fmt: skip
-    argv = train_argv(spec_of(run), "s3://data/t.jsonl", TrainingSettings())
-    assert argv[:2] == ["cowork-gym", "train"] and argv[-1] == "--resume"
-    pairs = dict(zip(argv[2:-1:2], argv[3:-1:2], strict=True))
-    assert pairs["--objective"] == "opd" and pairs["--teacher"] == "/models/teacher"
-    assert pairs["--data"] == "s3://data/t.jsonl" and pairs["--output"] == "s3://runs/tiny"
-    assert pairs["--select"] == "rsr" and pairs["--keep"] == "0.5"
-    assert pairs["--max-steps"] == "40" and pairs["--top-k"] == "20"
-    assert pairs["--workers"] == "2" and pairs["--gpus-per-worker"] == "4"
+                 hyperparameters={"maxSteps": 40, "topK": 20, "batchSize": 4},
+                 resources={"workers": 2})  # fmt: skip
+    plan = train_plan(spec_of(run), "s3://data/t.jsonl", TrainingSettings())
+    assert plan["argv"] == ["cowork-gym", "train", "--config", "/tmp/train/config.json"]
+    assert plan["stage"] == {
+        "/tmp/train/data": "s3://data/t.jsonl",
+        "/tmp/train/model": "s3://models/tiny",
+        "/tmp/train/teacher": "s3://models/teacher",
+    }
+    config = plan["config"]
+    assert config["objective"] == "opd" and config["teacher_model"] == "/tmp/train/teacher"
+    assert config["model"] == "/tmp/train/model" and config["data"] == ["/tmp/train/data"]
+    assert config["checkpoint"] == "s3://runs/tiny/checkpoints"
+    assert config["selection"] == {"method": "rsr", "keep": 0.5, "bins": 5}
+    assert config["max_steps"] == 40 and config["workers"] == 2 and config["device"] == "cpu"
+    assert config["objective_options"] == {"opd": {"top_k": 20}}
+    assert plan["output"] == "s3://runs/tiny"
+
+
+def test_the_trainer_config_is_one_the_trainer_accepts() -> None:
+    trainer = pytest.importorskip("coworkgym_training.trainer")
+    hyperparameters = {"clipEpsilon": 0.1, "klCoefficient": 0.02, "maxSteps": 3}
+    run = run_of(objective="grpo", model="/models/tiny", hyperparameters=hyperparameters)
+    config = train_config(spec_of(run))
+    parsed = trainer.TrainConfig.model_validate(config)
+    assert parsed.objective_options.grpo.kl_beta == 0.02
+    assert parsed.objective_options.grpo.clip_epsilon_high == 0.1
+    assert str(parsed.model) == "/models/tiny"  # a path in the image is used as it is
 
 
 def test_the_test_bed_shortcut_mounts_the_host_checkout_read_only() -> None:
@@ -109,7 +133,7 @@ def test_the_test_bed_shortcut_mounts_the_host_checkout_read_only() -> None:
     ]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert "/work/main/.venv/lib/python3.12/site-packages" in env["PYTHONPATH"].split(":")
-    assert '"python","-c"' in env["COWORKGYM_POD_INPUT"]  # not the venv's console script
+    assert '"argv":["python","-c"' in env["COWORKGYM_POD_INPUT"]  # not the venv's script
 
 
 def test_the_data_check_is_a_fenced_sandbox_pod_with_the_store_credentials() -> None:
@@ -146,7 +170,7 @@ def test_the_rayjob_has_a_worker_per_worker_with_its_gpus_and_the_lifecycle() ->
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "4"  # per worker, not summed
     head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in head["env"]}
-    assert '"--data","s3://data/t.jsonl"' in env["COWORKGYM_POD_INPUT"]
+    assert '"/tmp/train/data":"s3://data/t.jsonl"' in env["COWORKGYM_POD_INPUT"]
 
 
 @pytest.mark.parametrize(

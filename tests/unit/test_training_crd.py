@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from coworkgym_operator.api import training_crd
 from coworkgym_operator.api.training import (
+    BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
     MODEL_URI,
     OBJECTIVES,
@@ -92,7 +93,7 @@ def test_the_cel_rules_carry_the_models_messages(spec: Node) -> None:
         for r in node.get("x-kubernetes-validations", [])
     }
     for message in (DATA_NOT_S3, MODEL_URI, ONE_DATA_SOURCE, OPD_NEEDS_TEACHER, OUTPUT_NOT_S3,
-                    ROUNDS_NEED_ROLLOUT):  # fmt: skip
+                    ROUNDS_NEED_ROLLOUT, BATCH_BELOW_WORKERS):  # fmt: skip
         assert message in messages
 
 
@@ -113,6 +114,7 @@ def test_printer_columns(version: Node) -> None:
         ({"rounds": 2}, ROUNDS_NEED_ROLLOUT),
         ({"output": {"uri": "/out"}}, OUTPUT_NOT_S3),
         ({"objective": "dpo"}, "Input should be 'sft', 'grpo' or 'opd'"),
+        ({"hyperparameters": {"batchSize": 1}, "resources": {"workers": 2}}, BATCH_BELOW_WORKERS),
     ],
 )
 def test_the_models_refuse_with_the_same_message(overrides: dict[str, Any], message: str) -> None:

@@ -19,82 +19,104 @@ from coworkgym_operator.reconcile.training import last_report
 
 
 def fake_trainer(
-    tmp_path: Path, records: list[str], exit_code: int = 0, linger: float = 0
+    tmp_path: Path, steps: list[dict[str, Any]], end: dict[str, Any], exit_code: int = 0
 ) -> list[str]:
+    """A stand-in for `cowork-gym train --config`: it reads the config the reporter wrote,
+    then writes metrics.jsonl and status.json in the run folder as the trainer does."""
     script = tmp_path / "trainer.py"
     script.write_text(
         textwrap.dedent(
             f"""
-            import sys, time
-            with open(sys.argv[1], "a") as log:
-                for line in {records!r}:
-                    log.write(line + "\\n")
-                    log.flush()
-                    time.sleep(0.05)
-            time.sleep({linger})
+            import json, sys, time
+            from pathlib import Path
+            config = json.loads(Path(sys.argv[sys.argv.index("--config") + 1]).read_text())
+            out = Path(config["out"]); out.mkdir(parents=True, exist_ok=True)
+            status = {{"state": "running", "max_steps": config["max_steps"], "step": 0}}
+            for record in {steps!r}:
+                with (out / "metrics.jsonl").open("a") as log:
+                    log.write(json.dumps(record) + "\\n")
+                status.update(step=record["step"], **record.get("status", {{}}))
+                (out / "status.json").write_text(json.dumps(status))
+                time.sleep(0.1)
+            status.update({end!r})
+            (out / "status.json").write_text(json.dumps(status))
             sys.exit({exit_code})
             """
         )
     )
-    return [sys.executable, str(script), str(tmp_path / "metrics.jsonl")]
+    return [sys.executable, str(script), "--config", str(tmp_path / "config.json")]
 
 
 def run_pod(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
-) -> tuple[int, dict[str, Any], str]:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], **config: Any
+) -> tuple[int, dict[str, Any]]:
     termination = tmp_path / "termination-log"
     monkeypatch.setattr(training_pod, "TERMINATION_LOG", termination)
     monkeypatch.setattr(training_pod, "POLL_SECONDS", 0.05)
-    wanted = {"argv": argv, "metricsLog": str(tmp_path / "metrics.jsonl")}
-    monkeypatch.setenv("COWORKGYM_POD_INPUT", json.dumps(wanted))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "t.jsonl").write_text('{"id": 1}\n{"id": 2}\n{"id": 3}\n')
+    plan = {
+        "argv": argv,
+        "config": {"out": str(tmp_path / "out"), "data": [str(data)], "max_steps": None,
+                   "hyperparameters": {"batch_size": 2}, **config},
+        "configFile": str(tmp_path / "config.json"),
+        "epochs": 2,
+        "keep": 1.0,
+    }  # fmt: skip
+    monkeypatch.setenv("COWORKGYM_POD_INPUT", json.dumps(plan))
     code = training_pod.main(["train"])
-    return code, json.loads(termination.read_text()), ""
+    return code, json.loads(termination.read_text())
+
+
+CKPT = "s3://r/checkpoints/step-000002"
 
 
 def test_a_training_reports_each_step_and_ends_with_its_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    records = [
-        '{"step": 1, "total_steps": 3, "loss": 2.5, "tokens_per_s": 100}',
-        '{"step": 2, "total_steps": 3, "loss": 2.0, "checkpoint": "s3://r/checkpoints/step-2"}',
-        '{"step": 3, "total_steps": 3, "loss": 1.5, "checkpoint": "s3://r/checkpoints/step-3"}',
+    steps = [
+        {"step": 1, "max_steps": 3, "loss": 2.5, "tokens_per_second": 100.0},
+        {"step": 2, "max_steps": 3, "loss": 2.0, "status": {"checkpoint": CKPT}},
+        {"step": 3, "max_steps": 3, "loss": 1.5, "grad_norm": 0.5, "time": 1.0},
     ]
-    code, result, _ = run_pod(tmp_path, monkeypatch, fake_trainer(tmp_path, records))
+    argv = fake_trainer(tmp_path, steps, {"state": "succeeded"})
+    code, result = run_pod(tmp_path, monkeypatch, argv)
     assert code == 0
-    assert result["ok"] is True and result["step"] == 3
-    assert result["checkpoint"] == "s3://r/checkpoints/step-3"
-    assert result["metrics"]["loss"] == 1.5
+    assert result["ok"] is True and result["step"] == 3 and result["totalSteps"] == 3
+    assert result["checkpoint"] == CKPT
+    assert result["metrics"] == {"loss": 1.5, "tokens_per_second": 100.0, "grad_norm": 0.5}
+    # 3 trajectories × 2 epochs / batch 2: the epochs' worth of steps
+    assert json.loads((tmp_path / "config.json").read_text())["max_steps"] == 3
     log = capfd.readouterr().out
     report, logged = last_report(log)  # what the controller reads from the pod's log
-    assert report is not None and report["step"] == 3 and report["totalSteps"] == 3
+    assert report is not None and report["step"] == 3 and report["checkpoint"] == CKPT
     assert logged == result
 
 
-def test_a_nan_loss_stops_the_trainer_and_keeps_the_last_good_checkpoint(
+def test_a_non_finite_loss_fails_without_retry_and_keeps_the_last_good_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = [
-        '{"step": 1, "loss": 2.5, "checkpoint": "s3://r/checkpoints/step-1"}',
-        '{"step": 2, "loss": NaN}',
+    steps = [
+        {"step": 1, "loss": 2.5, "status": {"checkpoint": CKPT}},
+        {"step": 2, "loss": None},  # the trainer writes NaN as null
     ]
-    # the trainer would go on for a minute: the reporter stops it at once
-    argv = fake_trainer(tmp_path, records, linger=60)
-    code, result, _ = run_pod(tmp_path, monkeypatch, argv)
+    end = {"state": "failed", "reason": "non_finite_loss", "message": "loss nan at step 2"}
+    code, result = run_pod(tmp_path, monkeypatch, fake_trainer(tmp_path, steps, end, 1))
     assert code == training_pod.EXIT_NO_RETRY
-    assert result["reason"] == "NaNLoss"
-    assert "loss=nan at step 2" in result["error"]
-    assert result["checkpoint"] == "s3://r/checkpoints/step-1"
+    assert result["reason"] == "NaNLoss" and result["error"] == "loss nan at step 2"
+    assert result["checkpoint"] == CKPT
     assert result["metrics"] == {"loss": 2.5}
 
 
-def test_a_failing_trainer_is_reported_with_its_status(
+def test_a_failing_trainer_is_reported_as_retryable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    argv = fake_trainer(tmp_path, ['{"step": 1, "loss": 3.0}'], exit_code=7)
-    code, result, _ = run_pod(tmp_path, monkeypatch, argv)
+    argv = fake_trainer(tmp_path, [{"step": 1, "loss": 3.0}], {}, exit_code=7)
+    code, result = run_pod(tmp_path, monkeypatch, argv, max_steps=5)
     assert code == 1  # retryable: backoffLimit resumes from the checkpoint
     assert result["reason"] == "TrainerFailed" and "exited with status 7" in result["error"]
-    assert result["step"] == 1
+    assert result["step"] == 1 and result["totalSteps"] == 5
 
 
 def test_a_partial_last_line_waits_for_its_newline(tmp_path: Path) -> None:

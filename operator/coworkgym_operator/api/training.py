@@ -47,6 +47,10 @@ ROUNDS_NEED_ROLLOUT = (
     "spec.rounds > 1 needs spec.rollout (how each round rolls the current checkpoint out) "
     "and an on-policy objective (grpo or opd)"
 )
+BATCH_BELOW_WORKERS = (
+    "spec.hyperparameters.batchSize must be at least spec.resources.workers (every worker "
+    "needs one sequence per step)"
+)
 SPEC_FROZEN = (
     "spec is immutable once the run exists, except suspend, activeDeadlineSeconds and "
     "ttlSecondsAfterFinished; create a new TrainingRun for other data, model or settings"
@@ -116,19 +120,19 @@ class Hyperparameters(_Spec):
     learning_rate: float = Field(1e-5, gt=0, le=1, description="Peak learning rate (AdamW).")
     epochs: int = Field(1, ge=1, le=1000, description="Passes over the data.")
     max_steps: int | None = Field(
-        None, ge=1, description="Stop after this many optimizer steps (unset: the epochs')."
+        None,
+        ge=1,
+        description="Optimizer steps in all (a resumed run counts on). Unset: the epochs' "
+        "worth, ceil(trajectories × selection.keep × epochs / batchSize), counted by the pod.",
     )
-    batch_size: int = Field(8, ge=1, le=65536, description="Sequences per optimizer step.")
-    max_length: int = Field(
-        4096, ge=16, le=1_048_576, description="Tokens per sequence; longer ones are cut."
+    batch_size: int = Field(
+        8, ge=1, le=65536, description="Sequences per optimizer step, summed over the workers."
     )
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     seed: int = Field(0, ge=0, description="Seed of data order and initialisation.")
-    checkpoint_every: int | None = Field(
-        None, ge=1, description="Save a checkpoint every this many steps (unset: per epoch)."
-    )
+    checkpoint_every: int = Field(10, ge=1, description="Steps between checkpoints.")
     clip_epsilon: float | None = Field(
-        None, gt=0, le=1, description="GRPO: the policy-ratio clip (unset: the trainer's)."
+        None, gt=0, lt=1, description="GRPO: the policy-ratio clip ε (unset: the trainer's 0.2)."
     )
     kl_coefficient: float | None = Field(
         None, ge=0, description="GRPO: weight of the KL to the reference (unset: no KL)."
@@ -185,8 +189,9 @@ class Output(_Spec):
 
     uri: str = Field(
         max_length=1024,
-        description="An s3:// prefix: checkpoints/step-<n>/ per checkpoint and "
-        "metrics.jsonl. A run that restarts resumes from the last checkpoint there.",
+        description="An s3:// prefix: checkpoints/step-<n>/ per checkpoint (and "
+        "checkpoints/latest.json), then the run's config.json, metrics.jsonl and "
+        "status.json. A restarted or resumed run continues from the latest checkpoint there.",
     )
 
     @model_validator(mode="after")
@@ -279,6 +284,8 @@ class TrainingRunSpec(_Spec):
             raise ValueError(OPD_NEEDS_TEACHER)
         if self.rounds > 1 and (self.rollout is None or self.objective not in ON_POLICY):
             raise ValueError(ROUNDS_NEED_ROLLOUT)
+        if self.hyperparameters.batch_size < self.resources.workers:
+            raise ValueError(BATCH_BELOW_WORKERS)
         return self
 
     def to_wire(self) -> dict[str, object]:

@@ -16,8 +16,8 @@ computed from.
               (False: InProgress, Failed; True: Succeeded)
 - Failed      the run stopped without its checkpoint, whichever step: True with
               InvalidSpec, BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
-              PodCannotStart,
-              NaNLoss, BackoffLimitExceeded, DeadlineExceeded, TrainerFailed,
+              PodCannotStart, NaNLoss, NoExamples (the data gave nothing to train on),
+              BackoffLimitExceeded, DeadlineExceeded, TrainerFailed,
               OnPolicyRoundsUnsupported (False: InProgress, Succeeded)
 - Complete    the run reached its outcome, whichever: True with Succeeded or Failed, so
               that ``kubectl wait --for=condition=Complete`` returns for every outcome, as
@@ -58,6 +58,7 @@ class TrainingReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     POD_CANNOT_START = "PodCannotStart"
     NAN_LOSS = "NaNLoss"
+    NO_EXAMPLES = "NoExamples"
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     TRAINER_FAILED = "TrainerFailed"

@@ -20,6 +20,7 @@ from typing import Any
 from . import crd as base
 from .batch import ONE_SELECTION
 from .training import (
+    BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
     MODEL_URI,
     ON_POLICY,
@@ -32,6 +33,7 @@ from .training import (
     TRAINING_PLURAL,
     TRAINING_SHORT_NAME,
     TRAINING_SINGULAR,
+    Hyperparameters,
     TrainingRunSpec,
     TrainingRunStatus,
 )
@@ -40,6 +42,7 @@ TARGETS = [
     base.REPO / "crds" / f"{TRAINING_PLURAL}.yaml",
     base.REPO / "charts" / "cowork-gym" / "crds" / f"{TRAINING_PLURAL}.yaml",
 ]
+_DEFAULT_BATCH = Hyperparameters.model_fields["batch_size"].default
 _ON_POLICY = "[" + ", ".join(f"'{o}'" for o in ON_POLICY) + "]"
 # Fields that may change on a live run; every other one is compared with its old value.
 # Those without a schema default may be absent, so they compare as optionals (`.?`).
@@ -70,6 +73,13 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
             "rule": f"self.rounds <= 1 || (has(self.rollout) && self.objective in {_ON_POLICY})",
             "message": ROUNDS_NEED_ROLLOUT,
             "fieldPath": ".rounds",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": "!has(self.resources) || (has(self.hyperparameters) ? "
+            f"self.hyperparameters.batchSize : {_DEFAULT_BATCH}) >= self.resources.workers",
+            "message": BATCH_BELOW_WORKERS,
+            "fieldPath": ".hyperparameters.batchSize",
             "reason": "FieldValueInvalid",
         },
     ],

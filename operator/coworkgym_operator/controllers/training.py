@@ -37,12 +37,14 @@ _training_kube: TrainingKube | None = None
 # when each run's training pod log was last read (by uid): at most once per
 # SETTINGS.progress_interval_seconds while it runs
 _log_read: dict[str, float] = {}
+# (namespace, run) → (objective, reason) of its coworkgym_training_failed series
+_failed_reason: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def training_kube() -> TrainingKube:
     global _training_kube
     if _training_kube is None:
-        _training_kube = TrainingKube(kube())
+        _training_kube = TrainingKube(kube(), ray_enabled=SETTINGS.ray == "auto")
     return _training_kube
 
 
@@ -75,9 +77,7 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
         if finished or now - _log_read.get(uid, 0.0) >= SETTINGS.progress_interval_seconds:
             _log_read[uid] = now
             report, result = last_report(tk.log_tail(namespace, status.job_name))
-    ray = status.backend == "RayJob" or (
-        status.backend is None and SETTINGS.ray == "auto" and tk.ray_available()
-    )
+    ray = status.backend == "RayJob" or (status.backend is None and tk.ray_available())
     return TrainingObserved(
         batch=batch,
         check_job=check_job,
@@ -130,9 +130,12 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
     since = _parse_time(status.progress.last_report_time or status.start_time)
     if since is not None:
         m.LAST_PROGRESS.labels(*labels).set(since.timestamp())
+    failed = next((c for c in status.conditions if c.type == "Failed"), None)
+    reason = failed.reason if failed is not None and failed.status == "True" else ""
+    if reason:  # set again after an operator restart (the resume handler reconciles it)
+        m.FAILED.labels(*labels, reason).set(1)
+        _failed_reason[(namespace, name)] = (objective, reason)
     if plan.finished:
-        failed = next((c for c in status.conditions if c.type == "Failed"), None)
-        reason = failed.reason if failed is not None and failed.status == "True" else ""
         m.RUNS_FINISHED.labels(namespace, objective, plan.finished, reason).inc()
     if plan.nan_loss:
         m.NAN_LOSS.labels(namespace, objective).inc()
@@ -173,6 +176,10 @@ def on_training_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     for gauge in m.PER_RUN:
         with contextlib.suppress(KeyError):  # a run this process never reconciled
             gauge.remove(namespace, name, objective)
+    failed = _failed_reason.pop((namespace, name), None)
+    if failed is not None:
+        with contextlib.suppress(KeyError):
+            m.FAILED.remove(namespace, name, *failed)
     _log_read.pop(str(body.metadata.uid), None)
     _turns.forget(str(body.metadata.uid))
     logger.info(f"deleted the children of {name}")

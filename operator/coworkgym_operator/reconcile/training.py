@@ -408,6 +408,11 @@ def _failed(state: _State, spec: TrainingRunSpec, result: dict[str, Any], job_re
         state.plan.nan_loss = True
         state.fail(R.NAN_LOSS, f"{result.get('error') or 'the loss became NaN'}{keep}")
         return
+    if result.get("reason") in ("NoExamples", "DatasetNotFound"):
+        reason = R.NO_EXAMPLES if result["reason"] == "NoExamples" else R.DATASET_NOT_FOUND
+        what = "gave nothing to train on" if reason is R.NO_EXAMPLES else "is not there"
+        state.fail(reason, f"spec.data: the data {what}: {result.get('error') or ''}{keep}")
+        return
     if "BackoffLimitExceeded" in job_reason or "backoff limit" in job_reason.lower():
         reason = R.BACKOFF_LIMIT_EXCEEDED
         head = f"spec.backoffLimit: the training pod failed {spec.backoff_limit + 1} time(s)"
