@@ -19,6 +19,7 @@ import kopf
 from pydantic import ValidationError
 
 from .. import batch_metrics as m
+from .. import shutdown
 from ..api.batch import BATCH_PLURAL, ResolvedEnvironment, RolloutBatchSpec
 from ..api.types import GROUP, VERSION
 from ..batch_settings import BatchSettings
@@ -164,6 +165,7 @@ def on_batch_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, BATCH_PLURAL)
 def on_batch_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    shutdown.refuse_while_stopping()
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     batch_kube().delete_children(namespace, name)
     with contextlib.suppress(KeyError):  # a batch this process never reconciled

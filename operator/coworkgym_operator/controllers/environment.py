@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from .. import metrics
+from .. import metrics, shutdown
 from ..api.types import GROUP, PLURAL, VERSION
 from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
@@ -159,6 +159,7 @@ def on_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    shutdown.refuse_while_stopping()
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     kube().delete_children(namespace, name)
     if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):

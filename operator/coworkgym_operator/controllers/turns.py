@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import kopf
 
-from .. import metrics
+from .. import metrics, shutdown
 
 Manifest = dict[str, Any]
 
@@ -52,7 +52,10 @@ class Turns:
         once: Callable[[Manifest, kopf.Body, kopf.Logger], None],
     ) -> None:
         """In the object's turn: read it afresh and, unless it is gone or going (its delete
-        handler sees to that), hand the fresh copy to ``once``."""
+        handler sees to that), hand the fresh copy to ``once``. Nothing while the operator
+        stops (shutdown.py)."""
+        if shutdown.stopping():  # queued before the stop: the next operator redoes it
+            return
         namespace, name = str(body.metadata.namespace), str(body.metadata.name)
         with self.of(str(body.metadata.uid)):
             current = read(namespace, name)
