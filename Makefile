@@ -44,6 +44,7 @@ test: system-deps install ## Run the test suite (unit + integration; test-bed te
 generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models
 	$(PY) -m coworkgym_operator.api.crd
 	$(PY) -m coworkgym_operator.api.batch_crd
+	$(PY) -m coworkgym_operator.api.campaign_crd
 	$(PY) -m coworkgym_operator.api.training_crd
 
 .PHONY: lint
@@ -56,6 +57,7 @@ lint: install install-training ## ruff, mypy and the layering contracts (import-
 verify: lint test ## Everything CI checks: generated files in sync, lint, types, tests
 	$(PY) -m coworkgym_operator.api.crd --check
 	$(PY) -m coworkgym_operator.api.batch_crd --check
+	$(PY) -m coworkgym_operator.api.campaign_crd --check
 	$(PY) -m coworkgym_operator.api.training_crd --check
 
 .PHONY: testbed-build

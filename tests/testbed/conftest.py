@@ -14,6 +14,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CRD = Path(__file__).resolve().parents[2] / "crds" / "coworkenvironments.yaml"
 # the operator watches both kinds: without this CRD its RolloutBatch watch would fail
 BATCH_CRD = CRD.with_name("rolloutbatches.yaml")
+CAMPAIGN_CRD = CRD.with_name("synthesiscampaigns.yaml")  # the operator watches it too
 
 
 @pytest.fixture(scope="session")
@@ -28,13 +29,14 @@ def widgets_crd(testbed: Testbed) -> str:
 
 @pytest.fixture(scope="session")
 def crd(testbed: Testbed) -> None:
-    testbed.kubectl("apply", "-f", str(CRD), "-f", str(BATCH_CRD))
+    testbed.kubectl("apply", "-f", str(CRD), "-f", str(BATCH_CRD), "-f", str(CAMPAIGN_CRD))
     testbed.kubectl(
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/coworkenvironments.coworkgym.dev",
         "crd/rolloutbatches.coworkgym.dev",
+        "crd/synthesiscampaigns.coworkgym.dev",
     )
 
 

@@ -249,9 +249,14 @@ def test_the_values_reach_the_operator(testbed: Testbed, kube_version: str) -> N
 # ---- the alert rules ---------------------------------------------------------------------
 
 
+def rule_count() -> int:
+    """The rules of the file (every group's), as promtool counts them."""
+    return sum(len(g["rules"]) for g in yaml.safe_load(RULES.read_text())["groups"])
+
+
 def test_promtool_check_rules(testbed: Testbed) -> None:
     cp = testbed.promtool("check", "rules", str(RULES))
-    assert "SUCCESS: 10 rules found" in cp.stdout
+    assert f"SUCCESS: {rule_count()} rules found" in cp.stdout
 
 
 def test_promtool_unit_tests_fire_and_hold_every_alert(testbed: Testbed) -> None:
@@ -292,7 +297,9 @@ def test_the_prometheus_rule_ships_the_rule_file(
     # What the chart renders is still a valid rule file.
     rendered = tmp_path / "rendered-rules.yaml"
     rendered.write_text(yaml.safe_dump(tuned))
-    assert "SUCCESS: 10 rules found" in testbed.promtool("check", "rules", str(rendered)).stdout
+    assert f"SUCCESS: {rule_count()} rules found" in testbed.promtool(
+        "check", "rules", str(rendered)
+    ).stdout
 
 
 # ---- install on the API server -----------------------------------------------------------
