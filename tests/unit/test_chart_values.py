@@ -206,6 +206,7 @@ def test_every_values_key_is_in_the_schema(schema: Schema, values: dict[str, Any
         "operator.affinity",
         "serviceAccount.annotations",
         "sandbox.nodeSelector",
+        "training.nodeSelector",
         "networkPolicy.gateway.podSelector",
         "networkPolicy.gateway.dns.podSelector",
         "networkPolicy.objectStore.dns.podSelector",
@@ -262,6 +263,9 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
         "CoworkGymOperatorDown",
         "CoworkGymRolloutInvalidRateHigh",
         "CoworkGymUserSimulatorFaultsHigh",
+        "CoworkGymTrainingRunFailed",
+        "CoworkGymTrainingNoProgress",
+        "CoworkGymTrainingNaNLoss",
     }
     assert {r["record"] for r in rules if "record" in r} == {
         "coworkgym:synthesis_failure_ratio:rate30m",
@@ -276,6 +280,7 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
     from coworkgym_operator import batch_metrics as _rollouts  # noqa: F401 - registers them
+    from coworkgym_operator import training_metrics as _training  # noqa: F401 - registers them
     from coworkgym_operator import metrics
 
     exported = set()

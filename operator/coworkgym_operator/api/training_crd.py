@@ -44,15 +44,23 @@ TARGETS = [
 ]
 _DEFAULT_BATCH = Hyperparameters.model_fields["batch_size"].default
 _ON_POLICY = "[" + ", ".join(f"'{o}'" for o in ON_POLICY) + "]"
-# Fields that may change on a live run; every other one is compared with its old value.
-# Those without a schema default may be absent, so they compare as optionals (`.?`).
-_FROZEN_PRESENT = ("objective", "model", "data", "output", "rounds", "backoffLimit",
-                   "shutdownAfterJobFinishes")  # fmt: skip
-_FROZEN_OPTIONAL = ("teacher", "selection", "hyperparameters", "resources", "rollout", "image")
+# Fields that may change on a live run are suspend, activeDeadlineSeconds and
+# ttlSecondsAfterFinished; every other one is compared with its old value. The scalars at
+# the spec (those without a schema default may be absent: present in both and equal, or
+# absent in both),
+# the small objects by a transition rule of their own: one rule over the whole spec costs
+# the API server's CEL budget many times over (spec.rollout's lists and maps).
+_FROZEN_SCALARS = ("objective", "model", "rounds", "backoffLimit", "shutdownAfterJobFinishes")
+_FROZEN_OPTIONAL = ("teacher", "image")
 _FROZEN_RULE = " && ".join(
-    [f"self.{f} == oldSelf.{f}" for f in _FROZEN_PRESENT]
-    + [f"self.?{f} == oldSelf.?{f}" for f in _FROZEN_OPTIONAL]
+    [f"self.{f} == oldSelf.{f}" for f in _FROZEN_SCALARS]
+    + [
+        f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})"
+        for f in _FROZEN_OPTIONAL
+    ]
 )
+_FROZEN_OBJECTS = ("data", "output", "selection", "hyperparameters", "resources")
+_FROZEN = {"rule": "self == oldSelf", "message": SPEC_FROZEN}
 
 CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
@@ -133,7 +141,10 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 def crd() -> dict[str, Any]:
     spec_schema = base._schema(TrainingRunSpec)
     for path, rules in CEL_RULES.items():
-        base._node(spec_schema, path)["x-kubernetes-validations"] = rules
+        base._node(spec_schema, path)["x-kubernetes-validations"] = list(rules)
+    for name in _FROZEN_OBJECTS:
+        node = base._node(spec_schema, ("spec", name))
+        node["x-kubernetes-validations"] = [*node.get("x-kubernetes-validations", []), _FROZEN]
     return base.document(
         plural=TRAINING_PLURAL,
         kind=TRAINING_KIND,
