@@ -15,6 +15,7 @@ CRD = Path(__file__).resolve().parents[2] / "crds" / "coworkenvironments.yaml"
 # the operator watches both kinds: without this CRD its RolloutBatch watch would fail
 BATCH_CRD = CRD.with_name("rolloutbatches.yaml")
 CAMPAIGN_CRD = CRD.with_name("synthesiscampaigns.yaml")  # the operator watches it too
+TRAINING_CRD = CRD.with_name("trainingruns.yaml")  # and TrainingRuns
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +30,10 @@ def widgets_crd(testbed: Testbed) -> str:
 
 @pytest.fixture(scope="session")
 def crd(testbed: Testbed) -> None:
-    testbed.kubectl("apply", "-f", str(CRD), "-f", str(BATCH_CRD), "-f", str(CAMPAIGN_CRD))
+    testbed.kubectl(
+        "apply", "-f", str(CRD), "-f", str(BATCH_CRD), "-f", str(CAMPAIGN_CRD),
+        "-f", str(TRAINING_CRD),
+    )  # fmt: skip
     testbed.kubectl(
         "wait",
         "--for=condition=Established",
@@ -37,6 +41,7 @@ def crd(testbed: Testbed) -> None:
         "crd/coworkenvironments.coworkgym.dev",
         "crd/rolloutbatches.coworkgym.dev",
         "crd/synthesiscampaigns.coworkgym.dev",
+        "crd/trainingruns.coworkgym.dev",
     )
 
 
