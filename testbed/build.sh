@@ -129,7 +129,23 @@ build_kube_router() {
   "$1/kube-router" --version
 }
 
-ALL=(etcd k8s kubelet kube-router helm kubeconform seaweedfs)
+# The KubeRay operator (RayCluster/RayJob/RayService controllers) and its CRDs, which the
+# module zip carries under config/crd/bases. Its own go.mod picks its client-go (v0.34), so its
+# packages compile apart from Kubernetes'; the Go build cache is the shared default one.
+build_kuberay() {
+  wrapper kuberay-bin
+  copy_replaces github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION"
+  go get "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1/kuberay-operator" github.com/ray-project/kuberay/ray-operator
+  local src; src=$(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)
+  mkdir -p "$1/../crds"
+  cp "$src"/config/crd/bases/ray.io_*.yaml "$1/../crds/"
+  chmod 0644 "$1"/../crds/*.yaml
+  "$1/kuberay-operator" --help 2>&1 | grep -q use-kubernetes-proxy
+  ls "$1/../crds"
+}
+
+ALL=(etcd k8s kubelet kube-router helm kubeconform seaweedfs kuberay)
 DEFAULT=("${ALL[@]}")
 mkdir -p "$CACHE"
 want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${DEFAULT[@]}")
@@ -143,6 +159,7 @@ for c in "${want[@]}"; do
     kubeconform) build_once "kubeconform-$KUBECONFORM_VERSION" build_kubeconform || rc=1 ;;
     seaweedfs)   build_once "seaweedfs-$SEAWEEDFS_VERSION" build_seaweedfs || rc=1 ;;
     kube-router) build_once "kube-router-$KUBE_ROUTER_VERSION" build_kube_router || rc=1 ;;
+    kuberay)     build_once "kuberay-$KUBERAY_VERSION" build_kuberay || rc=1 ;;
     *) log "unknown component: $c (known: ${ALL[*]})"; exit 2 ;;
   esac
 done

@@ -74,9 +74,21 @@ def tools() -> dict[str, Tool]:
             Tool("helm", "helm", f"helm-{v['HELM_VERSION']}"),
             Tool("kubeconform", "kubeconform", f"kubeconform-{v['KUBECONFORM_VERSION']}"),
             Tool("weed", "seaweedfs", f"seaweedfs-{v['SEAWEEDFS_VERSION']}"),
+            Tool("kuberay-operator", "kuberay", f"kuberay-{v['KUBERAY_VERSION']}"),
             Tool("promtool", None),
         )
     }
+
+
+def kuberay_crds() -> list[Path]:
+    """The KubeRay CRDs (RayCluster, RayJob, RayService) that build.sh copied from the
+    operator's module, beside its binary."""
+    crds = sorted((which("kuberay-operator").parent.parent / "crds").glob("ray.io_*.yaml"))
+    if not crds:
+        raise MissingBinaryError(
+            "no KubeRay CRDs beside kuberay-operator; run `testbed/build.sh kuberay`"
+        )
+    return crds
 
 
 def which(name: str) -> Path:
