@@ -263,6 +263,7 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
         "CoworkGymOperatorDown",
         "CoworkGymRolloutInvalidRateHigh",
         "CoworkGymUserSimulatorFaultsHigh",
+        "CoworkGymCampaignFailureRateHigh",
         "CoworkGymTrainingRunFailed",
         "CoworkGymTrainingNoProgress",
         "CoworkGymTrainingNaNLoss",
@@ -280,6 +281,7 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
     from coworkgym_operator import batch_metrics as _rollouts  # noqa: F401 - registers them
+    from coworkgym_operator import campaign_metrics as _campaigns  # noqa: F401 - registers them
     from coworkgym_operator import training_metrics as _training  # noqa: F401 - registers them
     from coworkgym_operator import metrics
 
