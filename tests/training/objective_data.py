@@ -2,8 +2,8 @@
 
 ``graded`` builds GRPO groups: one environment package per group name, one two-turn
 rollout per reward (None: an invalid verification), each with its own final message so
-the sequences differ. ``behaved`` gives examples behaviour log-probs from another tiny
-model, as if that policy had sampled them, so policy ratios are not all 1.
+the sequences differ. ``behaved`` gives examples behaviour log-probs near a model's own,
+as if a slightly older policy had sampled them, so policy ratios are not all 1.
 """
 
 from __future__ import annotations
@@ -76,15 +76,21 @@ def model(seed: int = 0, *, sharp: bool = False) -> Any:
 
 
 @torch.no_grad()
-def behaved(examples: list[TrainExample], behaviour_model: Any) -> list[TrainExample]:
-    """`examples` with the log-probs `behaviour_model` gives their agent tokens."""
+def behaved(
+    examples: list[TrainExample], behaviour_model: Any, *, jitter: float = 0.0, seed: int = 0
+) -> list[TrainExample]:
+    """`examples` with the log-probs `behaviour_model` gives their agent tokens, each moved
+    by Gaussian noise of std `jitter`: a policy a few updates away from the current one
+    (policy ratios exp(±jitter), some outside the clip range)."""
+    noise = torch.Generator().manual_seed(seed)
     out = []
     for example in examples:
         ids = torch.tensor([example.input_ids])
         logprobs = torch.log_softmax(behaviour_model(input_ids=ids).logits[0].float(), -1)
         recorded: list[float | None] = [None] * len(example)
         for t in example.target_positions:
-            recorded[t] = float(logprobs[t - 1, example.input_ids[t]])
+            shift = float(torch.randn((), generator=noise)) * jitter
+            recorded[t] = float(logprobs[t - 1, example.input_ids[t]]) + shift
         out.append(replace(example, behaviour_logprobs=recorded))
     return out
 

@@ -188,7 +188,7 @@ def grpo_batch(**settings: Any) -> tuple[Any, ObjectiveConfig]:
     examples, _ = examples_from_trajectories(
         data.graded({"a": [1.0, 0.2, 0.6], "b": [0.0, 0.9]}), data.tokenizer(), "grpo", config
     )
-    return data.batch_of(data.behaved(examples, data.model(seed=1, sharp=True))), config
+    return data.batch_of(data.behaved(examples, data.model(sharp=True), jitter=0.3)), config
 
 
 def reference_grpo(model: Any, batch: Any, config: ObjectiveConfig, ref: Any = None) -> float:
