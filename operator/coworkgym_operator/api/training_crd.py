@@ -61,6 +61,9 @@ _FROZEN_RULE = " && ".join(
 )
 _FROZEN_OBJECTS = ("data", "output", "selection", "hyperparameters", "resources")
 _FROZEN = {"rule": "self == oldSelf", "message": SPEC_FROZEN}
+# Objects whose fields all have defaults: defaulted to {} (then filled in) by the API
+# server. A transition rule does not run when the old object had no value.
+_DEFAULTED_OBJECTS = ("selection", "hyperparameters", "resources")
 
 CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
@@ -142,6 +145,8 @@ def crd() -> dict[str, Any]:
     spec_schema = base._schema(TrainingRunSpec)
     for path, rules in CEL_RULES.items():
         base._node(spec_schema, path)["x-kubernetes-validations"] = list(rules)
+    for name in _DEFAULTED_OBJECTS:  # always there, so that their transition rule runs
+        base._node(spec_schema, ("spec", name))["default"] = {}
     for name in _FROZEN_OBJECTS:
         node = base._node(spec_schema, ("spec", name))
         node["x-kubernetes-validations"] = [*node.get("x-kubernetes-validations", []), _FROZEN]
