@@ -109,8 +109,153 @@ def _length_by(value: str) -> LengthBy:
     return "steps" if value == "steps" else "tokens"
 
 
+def train_command(
+    objective: Annotated[str | None, typer.Option(help="sft, grpo or opd")] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="the starting weights: a local Hugging Face folder")
+    ] = None,
+    data: Annotated[
+        list[Path] | None,
+        typer.Option(help="trajectory JSONL files or folders (repeat for several)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="the run's folder: config, metrics, status")
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="a TrainConfig as JSON (OUT/config.json of a run is one); flags override it",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Ray Train workers")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="optimizer steps in all")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="sequences per step, all workers together")
+    ] = None,
+    learning_rate: Annotated[float | None, typer.Option()] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(help="a folder or s3://bucket/prefix (default OUT/checkpoints)"),
+    ] = None,
+    checkpoint_every: Annotated[int | None, typer.Option(help="steps between checkpoints")] = None,
+    select: Annotated[
+        str | None, typer.Option(help="select first under the model: nll or rsr")
+    ] = None,
+    keep: Annotated[float | None, typer.Option(help="with --select: fraction kept")] = None,
+    teacher: Annotated[Path | None, typer.Option(help="OPD's teacher model folder")] = None,
+    reference: Annotated[Path | None, typer.Option(help="GRPO's KL reference folder")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda")] = None,
+    strategy: Annotated[str | None, typer.Option(help="replicated or fsdp (GPUs)")] = None,
+    max_failures: Annotated[
+        int | None, typer.Option(help="worker-group restarts before the run fails")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="serve Prometheus metrics on 127.0.0.1:PORT")
+    ] = None,
+    objective_options: Annotated[
+        str | None,
+        typer.Option(help='the objective\'s settings as JSON, e.g. \'{"grpo": {"kl_beta": 0.1}}\''),
+    ] = None,
+    rounds: Annotated[
+        int | None,
+        typer.Option(help="on-policy rounds: serve → roll out --packages → train, N times"),
+    ] = None,
+    packages: Annotated[
+        list[str] | None, typer.Option(help="with --rounds: environment packages to roll out")
+    ] = None,
+    samples: Annotated[int | None, typer.Option(help="with --rounds: rollouts per package")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
+) -> None:
+    """Train a model on trajectories with Ray Train (SFT, GRPO or OPD), on this machine or
+    inside a Ray cluster; checkpoints resume a stopped run (docs/training.md)."""
+    _require_training_extra("train")
+    import json
+
+    from pydantic import ValidationError
+
+    from .trainer.options import train_fields
+
+    flags = {
+        "objective": objective,
+        "model": model,
+        "data": data or None,
+        "out": out,
+        "workers": workers,
+        "max_steps": max_steps,
+        "checkpoint": checkpoint,
+        "checkpoint_every": checkpoint_every,
+        "teacher_model": teacher,
+        "reference_model": reference,
+        "device": device,
+        "strategy": strategy,
+        "max_failures": max_failures,
+        "metrics_port": metrics_port,
+    }
+    try:
+        base = json.loads(config_file.read_text()) if config_file is not None else {}
+        options = json.loads(objective_options) if objective_options else None
+    except ValueError as exc:
+        console.print(f"[red]cannot train:[/] not JSON: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    fields = train_fields(
+        base,
+        flags,
+        hyperparameters={"batch_size": batch_size, "learning_rate": learning_rate},
+        selection={"method": select, "keep": keep} if select else None,
+        objective_options=options,
+    )
+    try:
+        if rounds is not None:
+            status = _rounds(fields, rounds, packages or [], samples)
+        else:
+            status = _train(fields)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "config"
+            console.print(f"[red]cannot train:[/] {where}: {escape(error['msg'])}")
+        raise typer.Exit(2) from None
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]cannot train:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        out_console = Console()
+        out_console.print_json(status.model_dump_json())
+    colour = "green" if status.state == "succeeded" else "red"
+    why = f" ({status.reason})" if status.reason else ""
+    console.print(
+        f"[{colour}]{status.state}{why}[/]: step {status.step} of {status.max_steps}, "
+        f"checkpoint {status.checkpoint or 'none'}. {escape(status.message)}"
+    )
+    raise typer.Exit(0 if status.state == "succeeded" else 1)
+
+
+def _train(fields: dict[str, Any]) -> Any:
+    from .trainer.config import TrainConfig
+    from .trainer.run import train
+
+    return train(TrainConfig.model_validate(fields)).status
+
+
+def _rounds(fields: dict[str, Any], rounds: int, packages: list[str], samples: int | None) -> Any:
+    from .trainer.rounds import RoundsConfig, run_rounds
+
+    config = RoundsConfig.model_validate(
+        {
+            "train": fields,
+            "rounds": rounds,
+            "packages": packages,
+            **({"samples": samples} if samples is not None else {}),
+        }
+    )
+    return run_rounds(config, progress=console).status
+
+
 def register(app: typer.Typer) -> None:
     app.command("select")(select_command)
+    app.command("train")(train_command)
 
 
-__all__ = ["INSTALL_HINT", "register", "select_command"]
+__all__ = ["INSTALL_HINT", "register", "select_command", "train_command"]

@@ -48,7 +48,11 @@ class Hyperparameters(_Config):
 class TrainConfig(_Config):
     objective: Objective
     model: Path = Field(description="the starting weights: a local Hugging Face model folder")
-    data: list[Path] = Field(min_length=1, description="trajectory JSONL files or folders of them")
+    data: list[Path] = Field(
+        default_factory=list,
+        description="trajectory JSONL files or folders of them (an on-policy run's rounds "
+        "fill it with their own rollouts)",
+    )
     out: Path = Field(description="this run's folder: config, metrics log, status")
     checkpoint: str | None = Field(
         None,

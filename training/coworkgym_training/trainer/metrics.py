@@ -67,6 +67,7 @@ class MetricsSink:
     def close(self) -> None:
         if self.server is not None:
             self.server.shutdown()
+            self.server.server_close()
             self.server = None
 
 

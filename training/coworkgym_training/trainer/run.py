@@ -35,7 +35,7 @@ RAY_ENV = {
 SELECTED = "selected.jsonl"
 
 
-class TrainError(RuntimeError):
+class TrainError(ValueError):
     """The run could not start (bad data, selection failure, Ray unavailable)."""
 
 
@@ -106,6 +106,11 @@ def train(config: TrainConfig) -> TrainOutcome:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    if not config.data:
+        raise TrainError("data: no trajectory file given; pass --data (JSONL files or folders)")
+    missing = [str(p) for p in config.data if not p.exists()]
+    if missing:
+        raise TrainError(f"data: not found: {', '.join(missing)}")
     config.out.mkdir(parents=True, exist_ok=True)
     (config.out / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
     data = prepare_data(config)
