@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from . import metrics
 from .api.types import GROUP, PLURAL, VERSION
 from .builders import LABEL_ENV, LABEL_GENERATION, LABEL_SANDBOX, Manifest
 from .reconcile.environment import JobObservation
@@ -19,6 +21,7 @@ from .reconcile.pods import pod_start
 class Kube:
     def __init__(self, api: client.ApiClient | None = None) -> None:
         self.api = api or client.ApiClient()
+        _count_calls(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.core = client.CoreV1Api(self.api)
         self.net = client.NetworkingV1Api(self.api)
@@ -173,6 +176,42 @@ class Kube:
             namespace, label_selector=selector
         )
         self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+
+
+def _count_calls(api: client.ApiClient) -> None:
+    """Count every request made through ``api`` (metrics.API_CALLS), by verb and resource:
+    the figure behind "API calls per transition" and "idle means no calls"."""
+    if getattr(api, "_coworkgym_counted", False):
+        return
+    send = api.call_api
+
+    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        verb, resource = api_call_of(method, url)
+        metrics.API_CALLS.labels(verb, resource).inc()
+        return send(method, url, *args, **kwargs)
+
+    api.call_api = counted  # type: ignore[method-assign]
+    api._coworkgym_counted = True  # type: ignore[attr-defined]
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def api_call_of(method: str, url: str) -> tuple[str, str]:
+    """(verb, resource) of a request: GET of a collection is a list, DELETE of one is a
+    deletecollection; the resource is the path's plural (with /status, /log...)."""
+    path = urlsplit(url).path.strip("/").split("/")
+    # /api/v1/... or /apis/<group>/<version>/...; then namespaces/<ns>/ when namespaced
+    rest = path[2:] if path[:1] == ["api"] else path[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    resource = "/".join([rest[0], *rest[2:3]]) if rest else "(root)"
+    named = len(rest) >= 2
+    if method == "GET":
+        return ("get" if named else "list"), resource
+    if method == "DELETE":
+        return ("delete" if named else "deletecollection"), resource
+    return _VERBS.get(method, method.lower()), resource
 
 
 def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -68,6 +68,22 @@ RECONCILE_ERRORS = Counter(
     "coworkgym_reconcile_errors", "Reconciles that raised", ["namespace", "kind"], registry=REGISTRY
 )
 
+API_CALLS = Counter(
+    "coworkgym_api_calls",
+    "Kubernetes API requests the operator's handlers made (kopf's own watches, annotations "
+    "and events not included), by verb (get, list, create, patch, delete, deletecollection) "
+    "and resource",
+    ["verb", "resource"],
+    registry=REGISTRY,
+)
+TRANSITIONS = Counter(
+    "coworkgym_transitions",
+    "Phase changes written, by kind: API calls per transition = "
+    "rate(coworkgym_api_calls_total) / rate(coworkgym_transitions_total)",
+    ["namespace", "kind"],
+    registry=REGISTRY,
+)
+
 # (namespace, name) → (namespace, family, phase), and how many environments each such label
 # set has: kept in step, so one update costs the same however many environments there are.
 # kopf runs sync handlers in a pool of threads, so every read and write holds the lock.

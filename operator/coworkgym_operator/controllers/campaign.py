@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from .. import campaign_metrics as m
-from .. import shutdown
+from .. import metrics, shutdown
 from ..api.campaign import CAMPAIGN_PLURAL
 from ..api.types import GROUP, VERSION
 from ..kube_campaign import CampaignKube
@@ -69,6 +69,8 @@ def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignP
     m.STOPPED.labels(namespace, name).set(1 if stopped else 0)
     if plan.finished:
         m.CAMPAIGNS_FINISHED.labels(namespace, plan.finished).inc()
+    if plan.transition:
+        metrics.TRANSITIONS.labels(namespace, KIND).inc()
 
 
 def _not_complete(status: Any) -> bool:

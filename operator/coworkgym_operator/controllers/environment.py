@@ -124,6 +124,8 @@ def _family(env: dict[str, Any]) -> str:
 def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
     labels = (namespace, family)
     metrics.observe_phase(namespace, name, family, plan.status.get("phase"))
+    if plan.transition:
+        metrics.TRANSITIONS.labels(namespace, "CoworkEnvironment").inc()
     for defect in plan.defects:
         metrics.DEFECTS.labels(*labels, defect.code, defect.owner).inc()
     if plan.stage_seconds:
