@@ -288,20 +288,24 @@ def _ttl(spec: TrainingRunSpec, settings: TrainingSettings) -> int:
 
 
 def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manifest:
-    """Does the s3:// dataset exist? A small pod in the role image (boto3, no torch), the
-    only one besides the training pod that holds storage credentials; fenced to the object
-    store by the chart's sandbox NetworkPolicies."""
+    """Does the s3:// dataset exist? A small pod in the training image (the image the
+    training pulls next anyway: boto3 and this package), the only one besides the training
+    pod that holds storage credentials; a sandbox pod, so the chart's NetworkPolicies fence
+    it to the object store."""
     name = run["metadata"]["name"]
     env, env_from = store_env(settings)
+    volumes, mounts, pythonpath = host_checkout(settings)
+    image = (run.get("spec") or {}).get("image") or settings.image
     container: Manifest = {
         "name": "check-data",
-        "image": settings.operator.role_image,
+        "image": image,
         "imagePullPolicy": settings.operator.image_pull_policy,
         "command": ["python", "-m", "coworkgym_operator.training_pod", "check-data"],
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "COWORKGYM_POD_INPUT", "value": json.dumps({"uri": uri})},
             *env,
+            *([pythonpath] if pythonpath else []),
         ],
         "resources": {
             "requests": {"cpu": "100m", "memory": "256Mi"},
@@ -309,7 +313,7 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
         },
         "securityContext": container_security(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
     }
     if env_from:
         container["envFrom"] = env_from
@@ -319,11 +323,10 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
         LABEL_SANDBOX: "true",
         LABEL_EGRESS: "object-store",
     }
-    volumes = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
     pod = sandbox_pod(
         settings.operator.sandbox_service_account,
         [container],
-        volumes,
+        [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *volumes],
         settings.operator.sandbox_defaults,
     )
     return {

@@ -1,0 +1,158 @@
+"""A TrainingRun in a real pod on the test-bed's node, the plain-Job path: a tiny random
+model (from a config, saved with its tokenizer) and a few trajectories in S3 → the check-data
+pod finds them → the training Job's pod stages them, runs `cowork-gym train` (SFT, Ray Train
+with one gloo worker on CPU), reports its steps → the checkpoint lands in S3 → Succeeded,
+with the progress, the loss and the checkpoint in the status.
+
+The pods run the role image with the test-bed shortcut: the host's checkout and its .venv
+(the training extra) mounted read-only (training.hostCheckout), instead of a ~6 GB torch
+image (docs/training.md measures both). The operator runs beside the test-bed, as in
+test_node.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the training extra: make install-training")
+pytest.importorskip("ray", reason="needs the training extra: make install-training")
+
+from coworkgym_testbed import images
+from coworkgym_testbed.testbed import Testbed
+from tests.support.kube import Cluster
+from tests.testbed.test_node import S3_SECRET, operator_env
+from tests.training.trainer_runs import workspace
+
+pytestmark = [pytest.mark.testbed, pytest.mark.node]
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN_TIMEOUT = 900.0
+
+
+@pytest.fixture
+def training_ns(testbed_env: Testbed, ns: str) -> str:
+    tb = testbed_env
+    tb.kubectl(
+        "create", "secret", "generic", S3_SECRET, "-n", ns,
+        f"--from-literal=AWS_ACCESS_KEY_ID={tb.s3_access_key}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={tb.s3_secret_key}",
+        f"--from-literal=AWS_DEFAULT_REGION={tb.s3_region}",
+    )  # fmt: skip
+    return ns
+
+
+@pytest.fixture
+def operator(testbed_env: Testbed, training_ns: str, tmp_path: Path) -> Iterator[Path]:
+    """`python -m coworkgym_operator` for the namespace, with the training settings of the
+    test-bed (the role image plus the host checkout, the plain Job, a CPU that fits)."""
+    env = os.environ | testbed_env.env() | operator_env(testbed_env) | {
+        "COWORKGYM_TRAINING_IMAGE": images.ROLE_IMAGE,
+        "COWORKGYM_TRAINING_HOST_CHECKOUT": str(ROOT),
+        "COWORKGYM_TRAINING_RAY": "off",
+        "COWORKGYM_TRAINING_CPU": "1",
+        "COWORKGYM_TRAINING_MEMORY": "3Gi",
+        "COWORKGYM_TRAINING_SHM_SIZE": "512Mi",
+    }  # fmt: skip
+    log = tmp_path / "operator.log"
+    argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", training_ns]
+    with log.open("wb") as out:
+        p = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    yield log
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def upload_folder(s3: Any, folder: Path, bucket: str, prefix: str) -> None:
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(folder)}")
+
+
+def get_run(cluster: Cluster, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
+        "coworkgym.dev", "v1alpha1", cluster.ns, "trainingruns", name
+    )
+    return got
+
+
+def test_an_sft_run_trains_in_a_pod_and_checkpoints_to_s3(
+    testbed_env: Testbed, cluster: Cluster, operator: Path, tmp_path: Path
+) -> None:
+    tb = testbed_env
+    s3 = tb.s3_client()
+    bucket = tb.s3_bucket
+    prefix = f"tr-e2e/{uuid.uuid4().hex[:8]}"
+    root = workspace(tmp_path / "inputs")  # a tiny random Llama + tokenizer, graded groups
+    upload_folder(s3, root / "model", bucket, f"{prefix}/model")
+    s3.upload_file(str(root / "data.jsonl"), bucket, f"{prefix}/data/trajectories.jsonl")
+    run = {
+        "apiVersion": "coworkgym.dev/v1alpha1",
+        "kind": "TrainingRun",
+        "metadata": {"name": "tiny-sft"},
+        "spec": {
+            "objective": "sft",
+            "model": f"s3://{bucket}/{prefix}/model",
+            "data": {"uri": f"s3://{bucket}/{prefix}/data/trajectories.jsonl"},
+            "hyperparameters": {"maxSteps": 3, "batchSize": 2, "learningRate": 1e-3,
+                                "checkpointEvery": 1},
+            "output": {"uri": f"s3://{bucket}/{prefix}/run"},
+            "activeDeadlineSeconds": 1800,
+        },
+    }  # fmt: skip
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    started = time.monotonic()
+    tb.kubectl("apply", "-n", cluster.ns, "-f", str(path))
+
+    def ended() -> dict[str, Any] | None:
+        status = get_run(cluster, "tiny-sft").get("status") or {}
+        return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+    try:
+        status = cluster.wait(ended, timeout=TRAIN_TIMEOUT, message="tiny-sft finished")
+    finally:
+        pods = tb.kubectl("get", "pods", "-n", cluster.ns, "-o", "wide", check=False).stdout
+        print(pods)
+        for job in ("tiny-sft-check-data", "tiny-sft-train-1"):
+            print(tb.kubectl("logs", f"job/{job}", "-n", cluster.ns, "--tail=60",
+                             check=False).stdout)  # fmt: skip
+        print(operator.read_text()[-4000:])
+    seconds = time.monotonic() - started
+    print(f"TrainingRun tiny-sft: {status.get('phase')} in {seconds:.0f} s")
+    assert status["phase"] == "Succeeded", status.get("message")
+    assert status["backend"] == "Job" and status["jobName"] == "tiny-sft-train-1"
+    checkpoint = f"s3://{bucket}/{prefix}/run/checkpoints/step-000003"
+    assert status["checkpointUri"] == checkpoint
+    assert status["progress"]["summary"] == "3/3"
+    assert "loss" in status["metrics"]
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["DataReady"]["reason"] == "DatasetFound"
+    assert conds["Succeeded"]["status"] == "True" and conds["Complete"]["status"] == "True"
+
+    keys = {
+        o["Key"].removeprefix(f"{prefix}/run/")
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/run/")["Contents"]
+    }
+    assert "checkpoints/latest.json" in keys
+    assert "checkpoints/step-000003/model.safetensors" in keys
+    assert {"config.json", "metrics.jsonl", "status.json"} <= keys
+    pointer = s3.get_object(Bucket=bucket, Key=f"{prefix}/run/checkpoints/latest.json")
+    assert json.loads(pointer["Body"].read())["step"] == 3
+    events = tb.kubectl("get", "events", "-n", cluster.ns,
+                        "--field-selector", "involvedObject.name=tiny-sft").stdout  # fmt: skip
+    assert "Succeeded" in events
+    s3.close()
