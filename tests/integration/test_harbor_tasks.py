@@ -3,11 +3,17 @@ it reads every one Harbor 0.25 reads, accepts the sound ones, says "could not ru
 this machine cannot reproduce, and flags each defective one with its labelled code.
 
 Harbor's own runner needs Docker, which is absent here; the ground truth is the label of
-each fixture (labels.toml), and Harbor's own task model must load every fixture."""
+each fixture (labels.toml), and Harbor's own task model must load every fixture.
+
+Where check can build task images (root and buildah: here and in CI) every fixture runs in
+its own image; elsewhere the Dockerfile is emulated and the labels' ``without_image``
+verdicts apply. The first run here builds the local Python base (about 3 minutes, cached
+under ~/.cache/cowork-gym/images) and each fixture's image (seconds each, cached by key)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -18,10 +24,25 @@ import pytest
 
 from coworkgym.detector import DetectorReport, IssueDetector
 from coworkgym.detector.harbor_lint import harbor_executable
+from coworkgym.image.buildah import Buildah
 from coworkgym.package.harbor_model import harbor_verdict
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor_tasks"
-LABELS: dict[str, dict[str, Any]] = tomllib.loads((FIXTURES / "labels.toml").read_text())
+# check builds each task's image here (COWORKGYM_CHECK_IMAGE=emulate runs the labels' other half)
+IMAGES = Buildah.usable() is None and os.environ.get("COWORKGYM_CHECK_IMAGE") != "emulate"
+NO_IMAGES = "task images are not built here (needs root and buildah, and not COWORKGYM_CHECK_IMAGE=emulate)"
+RAW_LABELS: dict[str, dict[str, Any]] = tomllib.loads((FIXTURES / "labels.toml").read_text())
+
+
+def effective(label: dict[str, Any]) -> dict[str, Any]:
+    """The label for this machine: without image builds, the ``without_image`` verdict."""
+    if IMAGES or "without_image" not in label:
+        return label
+    verdict = label["without_image"]
+    return {"verdict": verdict, "reason": label.get("without_image_reason", ""), "why": ""}
+
+
+LABELS = {name: effective(label) for name, label in RAW_LABELS.items()}
 SOUND = [name for name, label in LABELS.items() if label["verdict"] == "pass"]
 DEFECTIVE = [name for name, label in LABELS.items() if label["verdict"] == "fail"]
 UNRUNNABLE = [name for name, label in LABELS.items() if label["verdict"] == "could not run"]
@@ -39,6 +60,13 @@ def test_every_fixture_is_labelled() -> None:
     assert len(SOUND) >= 6 and len(DEFECTIVE) >= 5 and len(UNRUNNABLE) >= 2
     multi_step = [n for n in LABELS if (FIXTURES / n / "steps").is_dir()]
     assert {LABELS[n]["verdict"] for n in multi_step} >= {"pass", "fail"}
+    built_by_run = [n for n in LABELS if "RUN " in _dockerfile(n)]
+    assert {RAW_LABELS[n]["verdict"] for n in built_by_run} == {"pass", "fail", "could not run"}
+
+
+def _dockerfile(name: str) -> str:
+    path = FIXTURES / name / "environment" / "Dockerfile"
+    return path.read_text() if path.is_file() else ""
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
@@ -129,3 +157,24 @@ def test_cli_exit_codes_follow_the_verdict() -> None:
         "always-one-verifier": (1, "fail"),
         "allow-internet-verifier": (2, "could not run"),
     }
+
+
+@pytest.mark.skipif(not IMAGES, reason=NO_IMAGES)
+def test_each_runnable_fixture_ran_in_its_own_image(reports: dict[str, DetectorReport]) -> None:
+    for name, report in reports.items():
+        if report.verdict != "could not run":
+            assert report.image is not None, name
+
+
+@pytest.mark.skipif(not IMAGES, reason=NO_IMAGES)
+def test_an_unchanged_task_is_not_rebuilt(reports: dict[str, DetectorReport]) -> None:
+    again = IssueDetector(run_harbor_lint=False).check_dir(FIXTURES / "run-built-database")
+    assert again.image == reports["run-built-database"].image and again.image_cached
+    assert again.seconds["image"] < 10, again.seconds  # the build costs more than this
+
+
+@pytest.mark.skipif(not IMAGES, reason=NO_IMAGES)
+def test_the_leaked_answer_is_named_where_it_sits(reports: dict[str, DetectorReport]) -> None:
+    (leak,) = [d for d in reports["run-writes-answer"].errors if d.code == "LEAK_REFERENCE_OUTPUT"]
+    assert leak.evidence["image_path"] == "/var/cache/orders/summary.json"
+    assert leak.evidence["output"] == "totals.json"
