@@ -84,7 +84,8 @@ def check(
         ImageMode,
         typer.Option(
             help="run a Harbor task in its own image (built from environment/Dockerfile with "
-            "buildah): auto where this machine can, build always, emulate never"
+            "buildah): auto where this machine can, build always, emulate never",
+            envvar="COWORKGYM_CHECK_IMAGE",
         ),
     ] = ImageMode.auto,
     base_image: Annotated[
@@ -161,11 +162,14 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Score a workspace with a package's verifier and print each component."""
+    from .package.limits import workspace_symlink_problems
     from .runtime import LocalRuntime
     from .runtime.workspace import copy_tree, layout
 
     with tempfile.TemporaryDirectory(prefix="cwg-verify-package-") as download:
         pkg = EnvironmentPackage.load(_package_dir(package, Path(download)))
+    if problems := workspace_symlink_problems(pkg.symlinks):
+        raise PackageError([f"{package}: {p}" for p in problems])
     with tempfile.TemporaryDirectory(prefix="cwg-verify-cli-") as tmp:
         scratch = copy_tree(workspace, Path(tmp) / "ws")
         data = json.loads(trajectory.read_text()) if trajectory else None

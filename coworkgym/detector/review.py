@@ -31,11 +31,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ..image.leaks import meaning
 from ..image.mounted import MountedImage
+from ..package.limits import zip_problem
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime, VerifyOutcome
 from ..runtime.workspace import apply_patch, copy_tree, materialize, snapshot
 from ..sandbox import SandboxResult
+from .audit import is_private
 from .defects import Defect, DefectCode
 from .environment_limits import Phase, unreproduced
 from .grader_tamper import forge, grader_candidates
@@ -464,16 +467,24 @@ class ExecutionReview:
         assert self.image is not None
         where = self.image.written.saying(data)
         own = str(PurePosixPath(self.workdir) / rel)
-        if where is not None and where != own:
-            self.defects.append(
-                Defect.of(
-                    DefectCode.LEAK_REFERENCE_OUTPUT,
-                    f"reference output {rel} is already in the image as {where} (written by "
-                    "environment/Dockerfile); the agent can read it",
-                    output=rel,
-                    image_path=where,
-                )
+        if where is None or where == own or meaning(data) in self._private_meanings():
+            return  # a copy of a verifier answer file is reported as that (one finding)
+        self.defects.append(
+            Defect.of(
+                DefectCode.LEAK_REFERENCE_OUTPUT,
+                f"reference output {rel} is already in the image as {where} (written by "
+                "environment/Dockerfile); the agent can read it",
+                output=rel,
+                image_path=where,
             )
+        )
+
+    def _private_meanings(self) -> set[str | None]:
+        return {
+            meaning(content)
+            for rel, content in self.pkg.files.items()
+            if rel.startswith(("tests/", "solution/", "steps/")) and is_private(rel)
+        }
 
     def _artifact_mutations(self, reference: Path, rel: str) -> None:
         bar = self.limits.passing
@@ -580,16 +591,19 @@ def _headline(rewards: dict[str, float]) -> float | None:
 def content_key(data: bytes) -> bytes:
     """What a file *says*: XLSX and DOCX are zips whose metadata carries a save timestamp,
     so two saves of the same workbook differ byte-wise; compare their parts instead."""
-    if not data.startswith(b"PK"):
-        return data
+    if not data.startswith(b"PK") or zip_problem("content.zip", data):
+        return data  # not a zip, or one never to inflate here (a bomb): its bytes, then
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = sorted(n for n in archive.namelist() if not n.startswith("docProps/"))
             digest = hashlib.sha256()
             for name in parts:
-                digest.update(name.encode() + b"\0" + archive.read(name))
+                digest.update(name.encode() + b"\0")
+                with archive.open(name) as member:  # in blocks: memory stays flat
+                    while block := member.read(1 << 20):
+                        digest.update(block)
             return b"zip:" + digest.digest()
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, ValueError, EOFError):
         return data
 
 

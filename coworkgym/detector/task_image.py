@@ -12,10 +12,11 @@ is the project's role sandbox, which the host's sandbox already mirrors.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Literal, cast, get_args
 
 from ..image.bases import BaseMap
 from ..image.build import BuildNetwork, ImageBuildFailed, TaskImageBuilder
@@ -35,9 +36,20 @@ class ImageUnavailable(RuntimeError):
     """The task needs its image and this machine cannot provide it; the message says why."""
 
 
+MODE_ENV = "COWORKGYM_CHECK_IMAGE"  # auto | build | emulate: the default mode
+
+
+def default_mode() -> ImageMode:
+    value = os.environ.get(MODE_ENV, "auto")
+    for mode in get_args(ImageMode):
+        if value == mode:
+            return cast(ImageMode, mode)
+    raise ValueError(f"{MODE_ENV}={value!r} is not one of {', '.join(get_args(ImageMode))}")
+
+
 @dataclass(frozen=True)
 class ImageSettings:
-    mode: ImageMode = "auto"
+    mode: ImageMode = field(default_factory=default_mode)
     base_images: tuple[str, ...] = ()  # PATTERN=LOCAL overrides of the base mapping
     build_network: BuildNetwork = "none"
 

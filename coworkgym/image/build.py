@@ -43,6 +43,7 @@ class TaskImage:
     env: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0  # to build (or to find in the cache)
     cached: bool = False
+    added_layers: list[str] = field(default_factory=list)  # diff ids on top of the base
 
 
 @dataclass
@@ -73,7 +74,11 @@ class TaskImageBuilder:
         workdir = str(config.get("WorkingDir") or "") or None
         from_scratch = not froms or froms[-1].line != _last_from(dockerfile)
         final = None if from_scratch else local[froms[-1].image]
-        return TaskImage(ref, final, workdir, env, time.perf_counter() - started, cached)
+        layers = self.buildah.diff_ids(ref)
+        below = self.buildah.diff_ids(final) if final else []
+        added = layers[len(below) :] if layers[: len(below)] == below else layers
+        seconds = time.perf_counter() - started
+        return TaskImage(ref, final, workdir, env, seconds, cached, added)
 
     def _network(self, pkg: EnvironmentPackage) -> str:
         if self.network == "task" and pkg.config.environment.network_mode != "no-network":

@@ -16,8 +16,9 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CACHE_ENV = "COWORKGYM_IMAGE_CACHE"
 
@@ -39,9 +40,14 @@ class BuildahError(RuntimeError):
         self.log = log
 
 
+# Commands after which an image reference may name another image, or none.
+CHANGES_IMAGES = {"bud", "build", "commit", "rmi", "tag", "pull"}
+
+
 @dataclass
 class Buildah:
     root: Path
+    _inspected: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def here(cls) -> Buildah:
@@ -94,6 +100,8 @@ class Buildah:
         ``offline``: in a network namespace of its own with nothing but a loopback, so the
         build's RUN steps cannot reach anything (buildah's chroot isolation, the one that
         works without a container runtime, cannot take ``--network none`` itself)."""
+        if args[0] in CHANGES_IMAGES:
+            self._inspected.clear()
         argv = self.argv(*args)
         if offline:
             argv = ["unshare", "--net", "--", *argv]
@@ -127,18 +135,47 @@ class Buildah:
 
     def image_id(self, ref: str) -> str | None:
         """The id of ``ref`` in our storage, or None when it is not there."""
-        try:
-            out = self.run("inspect", "--type", "image", "--format", "{{.FromImageID}}", ref)
-        except BuildahError:
-            return None
-        return out.strip() or None
+        found = self.inspect(ref)
+        return str(found.get("FromImageID") or "") or None if found else None
+
+    def inspect(self, ref: str) -> dict[str, Any] | None:
+        """``buildah inspect`` of an image, or None when it is not in our storage (answered
+        from memory until a command changes the storage)."""
+        if ref not in self._inspected:
+            try:
+                raw = json.loads(self.run("inspect", "--type", "image", ref))
+            except (BuildahError, ValueError):
+                return None
+            self._inspected[ref] = raw if isinstance(raw, dict) else {}
+        return self._inspected[ref] or None
 
     def image_config(self, ref: str) -> dict[str, object]:
         """The OCI config of an image (``config`` of ``buildah inspect``: Env, WorkingDir...)."""
-        raw = json.loads(self.run("inspect", "--type", "image", ref))
-        oci = raw.get("OCIv1", {}) if isinstance(raw, dict) else {}
+        oci = (self.inspect(ref) or {}).get("OCIv1", {})
         config = oci.get("config", {}) if isinstance(oci, dict) else {}
         return config if isinstance(config, dict) else {}
+
+    def diff_ids(self, ref: str) -> list[str]:
+        """The image's layers, bottom first (uncompressed digests)."""
+        oci = (self.inspect(ref) or {}).get("OCIv1", {})
+        rootfs = oci.get("rootfs", {}) if isinstance(oci, dict) else {}
+        ids = rootfs.get("diff_ids", []) if isinstance(rootfs, dict) else []
+        return [str(i) for i in ids] if isinstance(ids, list) else []
+
+    def layer_dirs(self, diff_ids: list[str]) -> list[Path] | None:
+        """The overlay driver's directory of each layer's own files (what it added or
+        changed), or None where the storage does not keep layers that way (vfs)."""
+        index = self.root / "storage" / "overlay-layers" / "layers.json"
+        if self.driver != "overlay" or not index.is_file():
+            return None
+        try:
+            layers = json.loads(index.read_text())
+        except ValueError:
+            return None
+        by_digest = {layer.get("diff-digest"): layer.get("id") for layer in layers}
+        overlay = self.root / "storage" / "overlay"
+        dirs = [overlay / str(by_digest.get(d)) / "diff" for d in diff_ids]
+        return dirs if all(d.is_dir() for d in dirs) else None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

@@ -41,6 +41,24 @@ def changed_files(image: Path, base: Path | None) -> dict[str, Path]:
     return found
 
 
+def files_in_layers(layers: list[Path], rootfs: Path) -> dict[str, Path]:
+    """The regular files the given layers hold, as the mounted image shows them (a later
+    layer may have changed or removed one)."""
+    found: dict[str, Path] = {}
+    for layer in layers:
+        for folder, _dirs, names in os.walk(layer):
+            inside = Path(folder).relative_to(layer)
+            for name in names:
+                host = rootfs / inside / name
+                try:
+                    info = host.lstat()
+                except OSError:
+                    continue  # removed by a later layer (a whiteout)
+                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SCANNED_BYTES:
+                    found["/" + (inside / name).as_posix().removeprefix("./")] = host
+    return found
+
+
 def _unchanged(info: os.stat_result, in_base: Path) -> bool:
     try:
         before = in_base.lstat()

@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from ..package.package import EnvironmentPackage
 from ..runtime.workspace import WorkspaceLayout, snapshot
 from .build import TaskImage, TaskImageBuilder
-from .leaks import ImageFiles, changed_files
+from .leaks import ImageFiles, changed_files, files_in_layers
 
 
 @dataclass
@@ -41,7 +41,10 @@ def mounted(builder: TaskImageBuilder, pkg: EnvironmentPackage) -> Iterator[Moun
     """Build (or find) the task's image and mount a working container of it for the block."""
     image = builder.build(pkg)
     with builder.buildah.rootfs(image.ref) as rootfs:
-        if image.base is not None:
+        layers = builder.buildah.layer_dirs(image.added_layers)
+        if layers is not None:  # the build's own layers: read them, not the whole image
+            written = files_in_layers(layers, rootfs)
+        elif image.base is not None:
             with builder.buildah.rootfs(image.base) as base:
                 written = changed_files(rootfs, base)
         else:

@@ -30,7 +30,7 @@ from coworkgym.package.harbor_model import harbor_verdict
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor_tasks"
 # check builds each task's image here (COWORKGYM_CHECK_IMAGE=emulate runs the labels' other half)
 IMAGES = Buildah.usable() is None and os.environ.get("COWORKGYM_CHECK_IMAGE") != "emulate"
-NO_IMAGES = "task images are not built here (needs root and buildah, and not COWORKGYM_CHECK_IMAGE=emulate)"
+NO_IMAGES = "no task images here (they need root and buildah; COWORKGYM_CHECK_IMAGE is not emulate)"
 RAW_LABELS: dict[str, dict[str, Any]] = tomllib.loads((FIXTURES / "labels.toml").read_text())
 
 
