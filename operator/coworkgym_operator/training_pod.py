@@ -225,9 +225,11 @@ def stage(uri: str, dest: Path, client: Any) -> int:
     return count
 
 
-def count_trajectories(folder: Path) -> int:
+def count_trajectories(location: Path) -> int:
+    """The trajectories (non-empty lines) of a .jsonl file or of every one under a folder."""
     total = 0
-    for path in sorted(folder.rglob("*.jsonl")):
+    files = [location] if location.is_file() else sorted(location.rglob("*.jsonl"))
+    for path in files:
         with path.open(encoding="utf-8") as handle:
             total += sum(1 for line in handle if line.strip())
     return total

@@ -283,3 +283,9 @@ def test_the_lifecycle_wait_train_suspend_resume_delete(
         testbed_env.kubectl("delete", "tr", "tiny", "-n", ns, "--wait=true", "--timeout=60s")
         cluster.wait(lambda: not [j for j in cluster.jobs() if j.startswith("tiny-")],
                      message="children deleted")  # fmt: skip
+
+
+def test_the_charts_example_passes_the_crd(testbed_env: Testbed, ns: str) -> None:
+    example = Path(__file__).resolve().parents[2] / "charts/cowork-gym/examples/trainingrun.yaml"
+    done = testbed_env.kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(example))
+    assert "trainingrun.coworkgym.dev/sft-qwen-small created (server dry run)" in done.stdout

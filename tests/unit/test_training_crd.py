@@ -142,3 +142,13 @@ def test_a_full_spec_round_trips() -> None:
     wire = spec.to_wire()
     assert wire["hyperparameters"]["klCoefficient"] == 0.01  # type: ignore[index]
     assert TrainingRunSpec.model_validate(wire) == spec
+
+
+def test_the_chart_example_is_a_valid_training_run() -> None:
+    import yaml
+
+    example = training_crd.base.REPO / "charts" / "cowork-gym" / "examples" / "trainingrun.yaml"
+    body = yaml.safe_load(example.read_text())
+    assert body["kind"] == "TrainingRun"
+    spec = TrainingRunSpec.model_validate(body["spec"])
+    assert spec.data.rollout_batch is not None and spec.resources.gpus_per_worker == 1
