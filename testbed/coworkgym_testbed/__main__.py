@@ -1,7 +1,8 @@
 """python -m coworkgym_testbed up|down|status|env|schemas
 
 up       start the test-bed in ./.testbed (or $COWORKGYM_TESTBED_DIR), or reuse a healthy one;
-         --node adds a node (containerd + kubelet, root only) on which pods really run
+         --node adds a node (containerd + kubelet, root only) on which pods really run;
+         --kuberay KubeRay's CRDs and operator (added to a running test-bed in place)
 down     stop it (logs stay in the run dir)
 status   one line per component; exit 1 unless all are running and ready
 env      `export` lines for a shell: eval "$(python -m coworkgym_testbed env)"; with a node,
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up")
     p_up.add_argument("--timeout", type=float, default=300.0)
     p_up.add_argument("--node", action="store_true", help="with a node: pods really run")
+    p_up.add_argument(
+        "--kuberay", action="store_true", help="with KubeRay's operator and CRDs (kuberay.py)"
+    )
     sub.add_parser("down")
     sub.add_parser("status")
     sub.add_parser("env")
@@ -68,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "up":
         t0 = time.monotonic()
         try:
-            tb, started = tb_mod.up(args.dir, timeout=args.timeout, say=_say, node=args.node)
+            tb, started = tb_mod.up(
+                args.dir, timeout=args.timeout, say=_say, node=args.node, kuberay=args.kuberay
+            )
         except (tb_mod.StartupError, MissingBinaryError, NodeError) as e:
             _say(f"FAILED: {e}")
             return 1

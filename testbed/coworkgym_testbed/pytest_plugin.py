@@ -11,6 +11,8 @@ Register it in a conftest.py: `pytest_plugins = ["coworkgym_testbed.pytest_plugi
   <rootdir>/.testbed (e.g. from `make testbed-up`) is reused and left running; otherwise
   the session starts its own in a pytest temporary dir and stops it at the end. With
   $COWORKGYM_TESTBED_DIR set, that dir is used either way (reused or started there).
+- COWORKGYM_TESTBED_KUBERAY=1: the session's test-bed gets KubeRay's CRDs and operator
+  (added in place to a reused one); a test can also call `add_kuberay(testbed)` itself.
 - `testbed_env` (function): the same, with KUBECONFIG, AWS_* and COWORKGYM_S3_* set in
   os.environ for the test (for code that reads the environment, like kopf's login).
 - `testbed_namespace` (function): a fresh namespace, deleted after the test.
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .testbed import Testbed, running, up
+from .testbed import Testbed, add_kuberay, kuberay_requested, running, up
 
 ENV_FLAG = "COWORKGYM_TESTBED"
 NODE_FLAG = "COWORKGYM_TESTBED_NODE"
@@ -97,16 +99,21 @@ def testbed(
     if not enabled(request.config):
         pytest.skip(SKIP_REASON)
     node = node_enabled(request.config)
+    kuberay = kuberay_requested()
     if os.environ.get("COWORKGYM_TESTBED_DIR"):
-        tb, started = up(_shared_run_dir(request.config), node=node)
+        tb, started = up(_shared_run_dir(request.config), node=node, kuberay=kuberay)
     else:
         reusable = running(_shared_run_dir(request.config))
         if reusable is not None and (reusable.node or not node):
             tb, started = reusable, False
+            if kuberay:
+                tb = add_kuberay(tb)
         else:
             # A private run dir (kept by pytest with its other temporary dirs, for the logs):
             # two sessions running at once never stop each other's test-bed.
-            tb, started = up(tmp_path_factory.mktemp("testbed"), node=node, timeout=300)
+            tb, started = up(
+                tmp_path_factory.mktemp("testbed"), node=node, kuberay=kuberay, timeout=300
+            )
     request.config.stash[_SESSION_TESTBED] = tb
     yield tb
     if started:

@@ -28,6 +28,7 @@ from . import pki as pki_mod
 from . import proc
 from .binaries import which
 from .components import COMPONENTS, LOOPBACK, Cluster, Component, S3Credentials
+from .kuberay import kuberay_components
 from .node import NODE_COMPONENTS, NODE_IP, api_node_port, s3_node_endpoint, unmount_below
 
 if TYPE_CHECKING:
@@ -50,9 +51,19 @@ class ToolError(subprocess.CalledProcessError):
         return f"{super().__str__()}\nstderr:\n{proc.last_lines(self.stderr or '', 30)}"
 
 
-def components_for(node: bool) -> tuple[Component, ...]:
-    """What a run starts, in order: the control plane and S3, then the node if asked for."""
-    return COMPONENTS + NODE_COMPONENTS if node else COMPONENTS
+def components_for(node: bool, kuberay: bool = False) -> tuple[Component, ...]:
+    """What a run starts, in order: the control plane and S3, then the node and KubeRay's
+    operator if asked for."""
+    return (
+        COMPONENTS
+        + (NODE_COMPONENTS if node else ())
+        + (kuberay_components(node) if kuberay else ())
+    )
+
+
+def kuberay_requested() -> bool:
+    """COWORKGYM_TESTBED_KUBERAY=1: a test-bed started by a pytest session gets KubeRay."""
+    return os.environ.get("COWORKGYM_TESTBED_KUBERAY", "").strip().lower() in ("1", "true", "yes")
 
 
 def default_run_dir() -> Path:
@@ -72,10 +83,11 @@ class Testbed:
     # Seconds from the start of `up` until each component was ready.
     ready_after: dict[str, float] = field(default_factory=dict)
     node: bool = False  # with a node (containerd + kubelet): pods really run
+    kuberay: bool = False  # with KubeRay's operator and CRDs (kuberay.py)
 
     @property
     def components(self) -> tuple[Component, ...]:
-        return components_for(self.node)
+        return components_for(self.node, self.kuberay)
 
     # ---- what clients need -------------------------------------------------------------
     @property
@@ -218,10 +230,12 @@ class Testbed:
         return {name: proc.is_running(rec) for name, rec in self.processes.items()}
 
     def healthy(self) -> bool:
-        """Every component recorded, alive, and ready."""
+        """Every component recorded, alive, and ready. A process this code does not know (a
+        newer checkout's component) must be alive: it is no reason to restart a shared
+        test-bed."""
         by_name = {c.name: c for c in self.components}
-        return set(self.processes) == set(by_name) and all(
-            proc.is_running(rec) and by_name[name].ready(self.cluster)
+        return set(by_name) <= set(self.processes) and all(
+            proc.is_running(rec) and (name not in by_name or by_name[name].ready(self.cluster))
             for name, rec in self.processes.items()
         )
 
@@ -244,6 +258,7 @@ class Testbed:
             "processes": {n: r.to_json() for n, r in self.processes.items()},
             "ready_after": self.ready_after,
             "node": self.node,
+            "kuberay": self.kuberay,
             # Derived, for shell users and other tools reading the file.
             "kubeconfig": str(self.kubeconfig),
             "api_url": self.api_url,
@@ -268,11 +283,12 @@ class Testbed:
             processes={n: proc.ProcessRecord.from_json(r) for n, r in data["processes"].items()},
             ready_after=data.get("ready_after", {}),
             node=data.get("node", False),
+            kuberay=data.get("kuberay", False),
         )
 
     def stop(self) -> None:
         """Stop the recorded processes, last started first; keep the logs."""
-        by_name = {comp.name: comp for comp in components_for(node=True)}
+        by_name = {comp.name: comp for comp in components_for(node=True, kuberay=True)}
         for name in reversed(list(self.processes)):
             comp = by_name.get(name)
             proc.stop(self.processes[name], timeout=comp.stop_timeout if comp else 20.0)
@@ -363,9 +379,11 @@ def up(
     timeout: float = 180.0,
     say: Callable[[str], None] = lambda _msg: None,
     node: bool = False,
+    kuberay: bool = False,
 ) -> tuple[Testbed, bool]:
     """Start the test-bed in `run_dir`, or reuse a healthy one already running there
-    (one without a node is restarted when a node is asked for).
+    (one without a node is restarted when a node is asked for; KubeRay's operator is added
+    to a running one without a restart).
 
     Returns (testbed, started): started is False when an existing one was reused.
     """
@@ -375,6 +393,8 @@ def up(
         if existing is not None:
             if existing.healthy() and (existing.node or not node):
                 say(f"reusing the test-bed running in {run_dir}")
+                if kuberay and not existing.kuberay:
+                    _add_kuberay(existing, timeout, say)
                 return existing, False
             why = "it has no node" if existing.healthy() else "it is unhealthy"
             say(f"stopping the test-bed in {run_dir}: {why}")
@@ -385,17 +405,58 @@ def up(
             from . import images
 
             images.build(say=say)
-        return _start(run_dir, timeout, say, node), True
+        return _start(run_dir, timeout, say, node, kuberay), True
 
 
-def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool) -> Testbed:
+def add_kuberay(
+    tb: Testbed, timeout: float = 120.0, say: Callable[[str], None] = lambda _msg: None
+) -> Testbed:
+    """Give a running test-bed KubeRay's CRDs and operator, if it has them not yet (the
+    other processes keep running). Returns the test-bed as recorded afterwards."""
+    with _locked(tb.run_dir):
+        current = Testbed.load(tb.run_dir) or tb
+        if not current.kuberay:
+            _add_kuberay(current, timeout, say)
+        return current
+
+
+def _add_kuberay(tb: Testbed, timeout: float, say: Callable[[str], None]) -> None:
+    kubelet_config = tb.run_dir / "kubelet" / "config.json"
+    if tb.node and "clusterDNS" not in json.loads(kubelet_config.read_text()):
+        raise StartupError(
+            f"the node in {tb.run_dir} was started by an older checkout, without cluster DNS "
+            "(Ray workers find their head by name): restart it (`down`, then `up --node "
+            "--kuberay`)"
+        )
+    added = kuberay_components(tb.node)
+    names = [p for comp in added for p in comp.ports if p not in tb.ports]
+    tb.ports |= _free_ports(names)
+    tb.kuberay = True
+    try:
+        _launch(tb, added, time.monotonic(), timeout, say)
+    except BaseException:
+        # Only what was added goes: the rest of a shared test-bed keeps running.
+        for comp in reversed(added):
+            rec = tb.processes.pop(comp.name, None)
+            if rec is not None:
+                proc.stop(rec, timeout=comp.stop_timeout)
+            tb.ready_after.pop(comp.name, None)
+        tb.kuberay = False
+        tb.save()
+        raise
+
+
+def _start(
+    run_dir: Path, timeout: float, say: Callable[[str], None], node: bool, kuberay: bool
+) -> Testbed:
     t0 = time.monotonic()
     _fresh_run_dir(run_dir)
     pki_mod.generate(run_dir / "pki")
-    components = components_for(node)
+    components = components_for(node, kuberay)
     tb = Testbed(
         run_dir=run_dir,
         node=node,
+        kuberay=kuberay,
         ports=_free_ports([p for comp in components for p in comp.ports]),
         s3_credentials=S3Credentials(
             access_key="tb" + secrets.token_hex(9),
@@ -403,12 +464,25 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool
             bucket=BUCKET,
         ),
     )
-    c = tb.cluster
-    _write_kubeconfig(c)
+    _write_kubeconfig(tb.cluster)
     tb.save()
+    with _cleanup_on_error(tb):
+        _launch(tb, components, t0, timeout, say)
+    return tb
 
+
+def _launch(
+    tb: Testbed,
+    components: tuple[Component, ...],
+    t0: float,
+    timeout: float,
+    say: Callable[[str], None],
+) -> None:
+    """Start `components` in order, each once what it `needs` is ready (a component already
+    recorded ready counts at once); then wait until all are ready."""
+    c = tb.cluster
     deadline = t0 + timeout
-    by_name = {comp.name: comp for comp in components}
+    by_name = {comp.name: comp for comp in tb.components}
 
     def wait_ready(comp: Component) -> None:
         if comp.name in tb.ready_after:
@@ -426,19 +500,17 @@ def _start(run_dir: Path, timeout: float, say: Callable[[str], None], node: bool
         tb.save()
         say(f"{comp.name} ready after {tb.ready_after[comp.name]}s")
 
-    with _cleanup_on_error(tb):
-        for comp in components:
-            for dep in comp.needs:
-                wait_ready(by_name[dep])
-            comp.prepare(c)
-            env = os.environ | comp.env() if comp.env() else None
-            tb.processes[comp.name] = proc.spawn(
-                comp.name, comp.argv(c), tb.log_path(comp.name), env=env
-            )
-            tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
-        for comp in components:
-            wait_ready(comp)
-    return tb
+    for comp in components:
+        for dep in comp.needs:
+            wait_ready(by_name[dep])
+        comp.prepare(c)
+        env = os.environ | comp.env() if comp.env() else None
+        tb.processes[comp.name] = proc.spawn(
+            comp.name, comp.argv(c), tb.log_path(comp.name), env=env
+        )
+        tb.save()  # record the PID at once, so `down` can stop a half-started test-bed
+    for comp in components:
+        wait_ready(comp)
 
 
 def down(run_dir: Path | None = None) -> bool:

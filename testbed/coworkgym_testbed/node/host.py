@@ -4,7 +4,7 @@ that and nothing else:
 - the bridge `cgtb0` with the node address 10.244.0.1/24 (pods get 10.244.0.10-250); the
   node address is never the machine's own;
 - the fence: two chains in the iptables mangle table that keep pod traffic on the bridge (a
-  pod may reach other pods and the node's relay ports, nothing beyond the machine);
+  pod may reach other pods and the node's relay ports and its DNS port, nothing beyond the machine);
 - two sysctls (forwarding, bridged packets through iptables), put back afterwards;
 - the cgroup `/coworkgym-testbed` in every v1 hierarchy (the kubelet's cgroupRoot: every pod
   process lives below it, so teardown finds them there rather than by name), and the same
@@ -136,12 +136,14 @@ def network_up(run_dir: Path, relay_ports: list[int]) -> None:
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
-    # INPUT from pods: only the relay ports on the node address, and replies to what the
+    # INPUT from pods: only the relay ports and DNS on the node address, and replies to what the
     # node itself opened (the kubelet's probes, tests reaching into pods).
     _iptables("-N", FW_INPUT)
     _iptables("-A", FW_INPUT, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
     for port in relay_ports:
         _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    # the node's cluster DNS (dns.py): a pod's resolv.conf names a nameserver, never a port
+    _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "udp", "--dport", "53", "-j", "ACCEPT")
     _iptables("-A", FW_INPUT, "-j", "DROP")
     _iptables("-I", "INPUT", "-i", BRIDGE, "-j", FW_INPUT)
     # FORWARD: pod to pod on the bridge passes on (to NetworkPolicies in the filter table);
