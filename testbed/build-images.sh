@@ -5,6 +5,8 @@
 #   python-base   localhost/cowork-gym/python-base:3.12-bookworm   mmdebstrap (host apt mirror) + the host's CPython
 #   role-sandbox  localhost/cowork-gym/role-sandbox:dev            buildah bud sandbox-images/role-sandbox/Dockerfile
 #   operator      localhost/cowork-gym/operator:dev                buildah bud sandbox-images/operator/Dockerfile
+#   ray-testbed   localhost/cowork-gym/ray-testbed:dev             buildah bud sandbox-images/ray-testbed/Dockerfile
+#                 (KubeRay's Ray pods; Ray and torch come from the host's venv by hostPath)
 #
 # The two project images are built from the same Dockerfiles users build, with
 # --build-arg PYTHON_IMAGE=<the local python-base>; pip inside their RUN steps reaches PyPI.
@@ -56,6 +58,7 @@ PAUSE_REF=localhost/pause:v1
 BASE_REF=localhost/cowork-gym/python-base:$PY_MINOR-$SUITE
 ROLE_REF=localhost/cowork-gym/role-sandbox:dev
 OPERATOR_REF=localhost/cowork-gym/operator:dev
+RAY_TESTBED_REF=localhost/cowork-gym/ray-testbed:dev
 # Bump when the recipe below changes in a way the keys do not see.
 RECIPE=4
 
@@ -309,7 +312,7 @@ write_index() {
 import hashlib, json, os, sys, tarfile
 out = sys.argv[1]
 index = {}
-for name in ("pause.tar", "role-sandbox.tar", "operator.tar"):
+for name in ("pause.tar", "role-sandbox.tar", "operator.tar", "ray-testbed.tar"):
     path = os.path.join(out, name)
     if not os.path.isfile(path):
         continue
@@ -327,7 +330,7 @@ os.replace(tmp, os.path.join(out, "images.json"))
 PY
 }
 
-want=("$@"); [ ${#want[@]} -eq 0 ] && want=(pause base role operator)
+want=("$@"); [ ${#want[@]} -eq 0 ] && want=(pause base role operator ray)
 t_all=$SECONDS
 log "cache: $OUT (buildah storage driver: $DRIVER)"
 base_done=
@@ -338,7 +341,8 @@ for s in "${want[@]}"; do
     base) need_base ;;
     role|role-sandbox) need_base; do_project role-sandbox "$ROLE_REF" ;;
     operator) need_base; do_project operator "$OPERATOR_REF" ;;
-    *) die "unknown step: $s (known: pause base role operator)" ;;
+    ray|ray-testbed) need_base; do_project ray-testbed "$RAY_TESTBED_REF" ;;
+    *) die "unknown step: $s (known: pause base role operator ray)" ;;
   esac
 done
 write_index

@@ -30,8 +30,10 @@ BUILD_SCRIPT = Path(__file__).resolve().parent.parent / "build-images.sh"
 
 ROLE_IMAGE = "localhost/cowork-gym/role-sandbox:dev"
 OPERATOR_IMAGE = "localhost/cowork-gym/operator:dev"
+# KubeRay's Ray pods: ray/torch/the project come from the host's venv (sandbox-images/ray-testbed)
+RAY_TESTBED_IMAGE = "localhost/cowork-gym/ray-testbed:dev"
 PAUSE_IMAGE = "localhost/pause:v1"
-ALL_IMAGES = (PAUSE_IMAGE, ROLE_IMAGE, OPERATOR_IMAGE)
+ALL_IMAGES = (PAUSE_IMAGE, ROLE_IMAGE, OPERATOR_IMAGE, RAY_TESTBED_IMAGE)
 NAMESPACE = "k8s.io"
 
 
@@ -73,7 +75,7 @@ def build(
     *,
     env: dict[str, str] | None = None,
 ) -> dict[str, Path]:
-    """Run testbed/build-images.sh (all steps, or `steps` of pause/base/role/operator),
+    """Run testbed/build-images.sh (all steps, or `steps` of pause/base/role/operator/ray),
     passing its log lines to `say`; return ref -> archive of every built image.
 
     Needs root, buildah, mmdebstrap, gcc and the pyenv CPython; a cold build takes minutes,
