@@ -331,3 +331,15 @@ def test_the_last_readable_report_of_the_log_counts() -> None:
     assert report == {"step": 2, "metrics": {"loss": 1.0}}
     assert result == {"ok": True, "step": 2}
     assert last_report("nothing here") == (None, None)
+
+
+def test_a_run_whose_step_does_not_advance_says_so() -> None:
+    run = run_of()
+    to_training(run)
+    step(run, train_job=job("tiny-train-1", "running", start=started()), report={"step": 4})
+    later = NOW + timedelta(seconds=SETTINGS.stall_seconds + 600)
+    observed = TrainingObserved(
+        train_job=job("tiny-train-1", "running", start=started()), report={"step": 4}, now=later
+    )
+    plan = reconcile_training(run, observed, SETTINGS)
+    assert plan.status["message"] == "training, step 4; no new step for 40 min"

@@ -133,6 +133,7 @@ class _State:
     activity: Activity = "none"
     failure: Failure | None = None
     plan: TrainingPlan = field(default_factory=lambda: TrainingPlan(status={}))
+    settings: TrainingSettings | None = None
 
     def fail(self, reason: R, message: str) -> None:
         self.failure = Failure(self.status.step, reason, message[:1000])
@@ -143,7 +144,7 @@ def reconcile_training(
 ) -> TrainingPlan:
     meta = run["metadata"]
     previous = previous_status(run)
-    state = _State(previous.model_copy(deep=True))
+    state = _State(previous.model_copy(deep=True), settings=settings)
     before = previous.phase
     if completed(previous):
         return _finish(state, run, observed, None, before, already=True)
@@ -497,7 +498,7 @@ def _finish(
     )
     status.conditions = merge(status.conditions, wanted, generation, observed.now)  # type: ignore[arg-type]
     status.phase = str(derive_training_phase(status.conditions))
-    status.message = _message(status, state)
+    status.message = _message(status, state, _stalled_for(status, observed, state.settings))
     status.observed_generation = generation
     finished = state.failure is not None or status.step == "done"
     if finished and observed.now is not None:
@@ -521,7 +522,18 @@ def _done_message(status: TrainingRunStatus) -> str:
     return f"trained {steps} steps{tail}; checkpoint {status.checkpoint_uri}"
 
 
-def _message(status: TrainingRunStatus, state: _State) -> str:
+def _stalled_for(
+    status: TrainingRunStatus, observed: TrainingObserved, settings: TrainingSettings | None
+) -> float | None:
+    """Seconds without a new step, once past settings.stall_seconds (None: not stalled)."""
+    since = status.progress.last_report_time or status.start_time
+    if settings is None or since is None or observed.now is None:
+        return None
+    waited = (observed.now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds()
+    return waited if waited >= settings.stall_seconds else None
+
+
+def _message(status: TrainingRunStatus, state: _State, stalled: float | None = None) -> str:
     if state.failure is not None:
         return state.failure.message
     if status.step == "done":
@@ -532,7 +544,10 @@ def _message(status: TrainingRunStatus, state: _State) -> str:
         return "suspended; resumes from the last checkpoint when spec.suspend is false"
     where = _summary(status.progress)
     if state.activity == "training":
-        return f"training, step {where}" if where else "training"
+        text = f"training, step {where}" if where else "training"
+        if stalled is not None:
+            text += f"; no new step for {stalled / 60:.0f} min"
+        return text
     return f"starting {status.backend} {status.job_name}"
 
 
