@@ -28,6 +28,7 @@ from .dockerfile import UnresolvedBase, bases, rewrite
 BuildNetwork = Literal["none", "task"]
 TASK_PREFIX = "localhost/cowork-gym/check-task"
 RECIPE = 1  # bump when the build command changes in a way the key does not see
+NEEDS_NETWORK = "needs the network, and images are built without one here"
 STEP_LINE = re.compile(r"^STEP \d+/\d+: (.*)$", re.MULTILINE)
 
 
@@ -67,8 +68,17 @@ class TaskImageBuilder:
         key = self._key(pkg, context, rewritten, sorted(set(local.values())), network)
         ref = f"{TASK_PREFIX}/{_slug(pkg.name)}:{key[:16]}"
         cached = self.buildah.image_id(ref) is not None
+        failed = self.buildah.root / "failed" / key
+        if not cached and failed.is_file():  # the same build, offline: it fails the same way
+            raise ImageBuildFailed(failed.read_text())
         if not cached:
-            self._build(pkg, context, rewritten, ref, network, logs / f"{_slug(pkg.name)}.log")
+            try:
+                self._build(pkg, context, rewritten, ref, network, logs / f"{_slug(pkg.name)}.log")
+            except ImageBuildFailed as exc:
+                if network == "none" and NEEDS_NETWORK in str(exc):
+                    failed.parent.mkdir(parents=True, exist_ok=True)
+                    failed.write_text(str(exc))
+                raise
         config = self.buildah.image_config(ref)
         env = dict(str(e).partition("=")[::2] for e in _strings(config.get("Env")))
         workdir = str(config.get("WorkingDir") or "") or None
@@ -160,8 +170,8 @@ def _why(output: str, network: str, log: Path) -> str:
     tail = log_tail(output, 6)
     if network == "none" and (NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(failed)):
         return (
-            f"environment/Dockerfile step {failed[:120]!r} needs the network, and images are "
-            f"built without one here (check --build-network task allows the task's own); "
+            f"environment/Dockerfile step {failed[:120]!r} {NEEDS_NETWORK} "
+            f"(check --build-network task allows the task's own); "
             f"build log {log}: {tail}"
         )
     return f"environment/Dockerfile did not build here at {failed[:120]!r} (log {log}): {tail}"
