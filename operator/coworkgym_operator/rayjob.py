@@ -87,7 +87,8 @@ def _ray_container(
             *([pythonpath] if pythonpath else []),
         ],
         "resources": (
-            {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+            # the head trains nothing (num-cpus 0): a small request, room to burst
+            {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
             if head
             else worker_resources(spec, settings, 1)
         ),
@@ -114,6 +115,30 @@ def _template(run: Manifest, container: Manifest, settings: TrainingSettings) ->
     return {"metadata": {"labels": labels}, "spec": pod}
 
 
+def _submitter_template(spec: TrainingRunSpec, settings: TrainingSettings) -> Manifest:
+    """KubeRay's submitter pod (it runs `ray job submit` and follows the driver's log). Its
+    default has only the head's image: this one is hardened like the training pods and has
+    the test-bed shortcut's checkout, without which `ray` is not importable there."""
+    from .builders import container_security
+
+    volumes, mounts, pythonpath = host_checkout(settings)
+    container: Manifest = {
+        "name": "ray-job-submitter",
+        "image": spec.image or settings.image,
+        "imagePullPolicy": settings.operator.image_pull_policy,
+        "env": [{"name": "HOME", "value": "/tmp"}, *([pythonpath] if pythonpath else [])],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        "securityContext": container_security(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
+    }
+    pod = training_pod_spec(settings, [container], volumes)
+    pod["restartPolicy"] = "Never"
+    return {"spec": pod}
+
+
 def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> Manifest:
     """The RayJob of a TrainingRun (the manifest with metadata, spec and status.dataUri
     as the controller reads it). ``start`` numbers resumes, as for the plain Job."""
@@ -126,6 +151,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
     ray_spec: Manifest = {
         "entrypoint": ENTRYPOINT,
         "submissionMode": "K8sJobMode",
+        "submitterPodTemplate": _submitter_template(spec, settings),
         "shutdownAfterJobFinishes": spec.shutdown_after_job_finishes,
         "ttlSecondsAfterFinished": (
             spec.ttl_seconds_after_finished
