@@ -191,7 +191,7 @@ def _with_advantages(
     advantage: dict[int, float] = {}
     outcomes: Counter[str] = Counter()
     for indices in members.values():
-        group = group_advantages([examples[i].reward or 0.0 for i in indices], config.grpo)
+        group = group_advantages([_valid_reward(examples[i]) for i in indices], config.grpo)
         if group.advantages is None:
             outcomes[group.dropped or "dropped"] += 1
             for i in indices:
@@ -203,6 +203,12 @@ def _with_advantages(
     report.groups_zero_variance = outcomes["zero_variance"]
     report.groups_singleton = outcomes["singleton"]
     return [replace(e, advantage=advantage[i]) for i, e in enumerate(examples) if i in advantage]
+
+
+def _valid_reward(example: TrainExample) -> float:
+    if example.reward is None:  # masked before grouping; never stands in as 0
+        raise AssertionError(f"{example.trajectory_id} reached grouping without a reward")
+    return example.reward
 
 
 __all__ = ["PrepReport", "TrainExample", "examples_from_trajectories", "group_key"]

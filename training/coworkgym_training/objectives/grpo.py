@@ -50,7 +50,8 @@ class GRPOObjective:
             raise ObjectiveError(
                 f"grpo.kl_beta is {settings.kl_beta}: pass reference_model, or set kl_beta to 0"
             )
-        logprobs, scored = target_logprobs(model, batch, temperature=self.config.temperature)
+        scored = target_logprobs(model, batch, temperature=self.config.temperature)
+        logprobs = scored.logprobs
         device = logprobs.device
         behaviour = flat_targets(batch, batch["behaviour_logprobs"]).to(device)
         recorded = ~torch.isnan(behaviour)
@@ -63,9 +64,9 @@ class GRPOObjective:
         kl = None
         if self.needs_reference:
             with torch.no_grad():
-                reference, _ = target_logprobs(
+                reference = target_logprobs(
                     reference_model, batch, temperature=self.config.temperature
-                )
+                ).logprobs
             delta = reference.to(device) - logprobs
             kl = torch.exp(delta) - delta - 1
             per_token = per_token + settings.kl_beta * kl

@@ -1,23 +1,41 @@
-"""Logits and log-probabilities at the target positions only.
+"""Log-probabilities (and, for OPD, logits) at the target positions only.
 
-The backbone runs over the whole padded batch; the LM head projects only the hidden states
-that predict a target (the state at t − 1 for a target at t), so the [targets, vocab]
-logits are the only vocabulary-sized tensor — never [batch, time, vocab]. Models whose
-head does more than a linear projection (logit soft-capping, logit scales) go through
-their own forward instead, and the target rows are taken from its logits.
+The backbone runs over the whole padded batch; the LM head sees only the hidden states
+that predict a target (the state at t − 1 for a target at t). For the log-probs of the
+sampled tokens (SFT, GRPO) the head is TRL's ``ChunkedLogProbFunction``: it projects
+those states in vocabulary tiles with an online log-sum-exp and recomputes the tiles in
+backward, so not even the [targets, vocab] logits are kept (a Triton kernel on GPUs, torch
+ops elsewhere). OPD needs the whole next-token distribution and gets the [targets, vocab]
+logits. A model whose head does more than a linear projection, soft-capping and a logit
+scale (or a wrapper without a ``config``, such as an FSDP root behind ``FullForward``)
+goes through its own forward instead, and the target rows are taken from its logits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import torch
+from trl.kernels import ChunkedLogProbFunction
 
 from .batching import Batch
 
-# Config attributes of heads that are more than `lm_head(hidden)`.
-_HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier")
+# Config attributes of heads that scale logits in ways the chunked head is not told about.
+_UNSUPPORTED_HEAD_EXTRAS = ("logits_scaling", "output_multiplier", "lm_head_multiplier")
+# Vocabulary columns per tile of the chunked head: 4096 rows × 4096 columns of float32 is
+# 64 MiB at most, whatever the vocabulary.
+VOCAB_TILE: Final = 4096
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the targets are: ``predicts[b, t]`` is true when the state at t predicts a
+    target (token t + 1 of row b); ``tokens`` and ``rows`` list them in row-major order."""
+
+    predicts: torch.Tensor  # [B, T-1] bool
+    tokens: torch.Tensor  # [N]
+    rows: torch.Tensor  # [N]
 
 
 @dataclass(frozen=True)
@@ -27,40 +45,57 @@ class TargetLogits:
     rows: torch.Tensor  # [N] the batch row of each target
 
 
+@dataclass(frozen=True)
+class TargetLogprobs:
+    logprobs: torch.Tensor  # [N] float32, log π(target | prefix), temperature applied
+    targets: torch.Tensor
+    rows: torch.Tensor
+
+
+def _targets(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
+    input_ids = batch["input_ids"].to(device)
+    attention = batch["attention_mask"].to(device)
+    predicts = batch["target_mask"].to(device)[:, 1:]  # state t-1 → token t
+    rows = torch.arange(input_ids.shape[0], device=device)[:, None].expand_as(predicts)
+    found = Targets(predicts=predicts, tokens=input_ids[:, 1:][predicts], rows=rows[predicts])
+    return input_ids, attention, found
+
+
+def target_logprobs(model: Any, batch: Batch, *, temperature: float = 1.0) -> TargetLogprobs:
+    """log π(y_t | h_t) at every target of `batch`, in row-major order."""
+    input_ids, attention, found = _targets(batch, _device(model))
+    head = _chunkable_head(model)
+    if head is None:
+        logits = _full_logits(model, input_ids, attention, found, temperature)
+        return TargetLogprobs(token_logprobs(logits, found.tokens), found.tokens, found.rows)
+    softcap, scale = head
+    states = _states(model, input_ids, attention, found)
+    head_layer = model.get_output_embeddings()
+    weight, bias = head_layer.weight, head_layer.bias
+    logprobs, *_ = ChunkedLogProbFunction.apply(
+        states, weight, bias, found.tokens, temperature, VOCAB_TILE, softcap, scale, ()
+    )
+    return TargetLogprobs(logprobs.float(), found.tokens, found.rows)
+
+
 def target_logits(model: Any, batch: Batch, *, temperature: float = 1.0) -> TargetLogits:
     """The next-token logits at every target of `batch`, in row-major order."""
-    input_ids = batch["input_ids"].to(_device(model))
-    attention = batch["attention_mask"].to(input_ids.device)
-    predicts = batch["target_mask"].to(input_ids.device)[:, 1:]  # state t-1 → token t
-    targets = input_ids[:, 1:][predicts]
-    rows = torch.arange(input_ids.shape[0], device=input_ids.device)[:, None].expand_as(predicts)[
-        predicts
-    ]
-    if _plain_head(model):
-        hidden = model.base_model(input_ids=input_ids, attention_mask=attention, use_cache=False)
-        states = hidden.last_hidden_state[:, :-1][predicts]
-        logits = model.get_output_embeddings()(states)
+    input_ids, attention, found = _targets(batch, _device(model))
+    head = _chunkable_head(model)
+    if head is None or head != (None, 1.0):
+        logits = _full_logits(model, input_ids, attention, found, temperature)
     else:
-        full = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
-        logits = full[:, :-1][predicts]
-    logits = logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    return TargetLogits(logits=logits, targets=targets, rows=rows)
+        states = _states(model, input_ids, attention, found)
+        logits = model.get_output_embeddings()(states).float()
+        if temperature != 1.0:
+            logits = logits / temperature
+    return TargetLogits(logits=logits, targets=found.tokens, rows=found.rows)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[target] per row, without materializing the log-softmax."""
     chosen = logits.gather(1, targets[:, None])[:, 0]
     return chosen - torch.logsumexp(logits, dim=-1)
-
-
-def target_logprobs(
-    model: Any, batch: Batch, *, temperature: float = 1.0
-) -> tuple[torch.Tensor, TargetLogits]:
-    """The log-probability of each target token, with the logits it came from."""
-    scored = target_logits(model, batch, temperature=temperature)
-    return token_logprobs(scored.logits, scored.targets), scored
 
 
 def flat_targets(batch: Batch, values: torch.Tensor) -> torch.Tensor:
@@ -76,12 +111,40 @@ def per_row_mean(values: torch.Tensor, rows: torch.Tensor, row_count: int) -> to
     return sums / counts.clamp(min=1.0)
 
 
-def _plain_head(model: Any) -> bool:
+def _states(
+    model: Any, input_ids: torch.Tensor, attention: torch.Tensor, found: Targets
+) -> torch.Tensor:
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention, use_cache=False)
+    states: torch.Tensor = hidden.last_hidden_state[:, :-1][found.predicts]
+    return states
+
+
+def _full_logits(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention: torch.Tensor,
+    found: Targets,
+    temperature: float,
+) -> torch.Tensor:
+    full = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
+    logits: torch.Tensor = full[:, :-1][found.predicts].float()
+    return logits / temperature if temperature != 1.0 else logits
+
+
+def _chunkable_head(model: Any) -> tuple[float | None, float] | None:
+    """(soft-cap, logit scale) when the model's head is a linear layer followed by at most
+    those two, which the chunked head applies itself; None otherwise."""
     config = getattr(model, "config", None)
-    if config is None or not hasattr(model, "base_model") or model.get_output_embeddings() is None:
-        return False
+    if config is None or not hasattr(model, "base_model"):
+        return None
+    if model.get_output_embeddings() is None:
+        return None
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return all(getattr(text, name, None) in (None, 1.0) for name in _HEAD_EXTRAS)
+    if any(getattr(text, name, None) not in (None, 1.0) for name in _UNSUPPORTED_HEAD_EXTRAS):
+        return None
+    softcap = getattr(text, "final_logit_softcapping", None)
+    scale = getattr(text, "logit_scale", None)
+    return softcap, 1.0 if scale is None else float(scale)
 
 
 def _device(model: Any) -> torch.device:
@@ -89,7 +152,9 @@ def _device(model: Any) -> torch.device:
 
 
 __all__ = [
+    "VOCAB_TILE",
     "TargetLogits",
+    "TargetLogprobs",
     "flat_targets",
     "per_row_mean",
     "target_logits",

@@ -33,13 +33,11 @@ class SFTObjective:
         reference_model: Any | None = None,
         teacher_model: Any | None = None,
     ) -> tuple[torch.Tensor, Metrics]:
-        logprobs, scored = target_logprobs(model, batch, temperature=self.config.temperature)
+        logprobs = target_logprobs(model, batch, temperature=self.config.temperature).logprobs
         count = float(logprobs.numel())
         # A batch without targets gives a differentiable 0, not 0/0.
         loss = -logprobs.sum() / max(count, 1.0)
-        with torch.no_grad():
-            accuracy = (scored.logits.argmax(-1) == scored.targets).float().mean() if count else 0.0
-        return loss, {"loss": float(loss.detach()), "tokens": count, "accuracy": float(accuracy)}
+        return loss, {"loss": float(loss.detach()), "tokens": count}
 
 
 __all__ = ["SFTObjective"]
