@@ -167,6 +167,13 @@ def train_command(
         list[str] | None, typer.Option(help="with --rounds: environment packages to roll out")
     ] = None,
     samples: Annotated[int | None, typer.Option(help="with --rounds: rollouts per package")] = None,
+    rollout_options: Annotated[
+        str | None,
+        typer.Option(
+            help='with --rounds: rollout settings as JSON, e.g. \'{"max_steps": 8, '
+            '"max_tokens": 256, "temperature": 1.0}\''
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final status as JSON")] = False,
 ) -> None:
     """Train a model on trajectories with Ray Train (SFT, GRPO or OPD), on this machine or
@@ -197,6 +204,7 @@ def train_command(
     try:
         base = json.loads(config_file.read_text()) if config_file is not None else {}
         options = json.loads(objective_options) if objective_options else None
+        rollout = json.loads(rollout_options) if rollout_options else {}
     except ValueError as exc:
         console.print(f"[red]cannot train:[/] not JSON: {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -209,7 +217,9 @@ def train_command(
     )
     try:
         if rounds is not None:
-            status = _rounds(fields, rounds, packages or [], samples)
+            if samples is not None:
+                rollout["samples"] = samples
+            status = _rounds(fields, rounds, packages or [], rollout)
         else:
             status = _train(fields)
     except ValidationError as exc:
@@ -239,16 +249,13 @@ def _train(fields: dict[str, Any]) -> Any:
     return train(TrainConfig.model_validate(fields)).status
 
 
-def _rounds(fields: dict[str, Any], rounds: int, packages: list[str], samples: int | None) -> Any:
+def _rounds(
+    fields: dict[str, Any], rounds: int, packages: list[str], rollout: dict[str, Any]
+) -> Any:
     from .trainer.rounds import RoundsConfig, run_rounds
 
     config = RoundsConfig.model_validate(
-        {
-            "train": fields,
-            "rounds": rounds,
-            "packages": packages,
-            **({"samples": samples} if samples is not None else {}),
-        }
+        {"train": fields, "rounds": rounds, "packages": packages, "rollout": rollout}
     )
     return run_rounds(config, progress=console).status
 

@@ -74,7 +74,8 @@ class TrainConfig(_Config):
     strategy: Strategy = Field(
         "replicated",
         description="replicated: every worker holds the model, gradients are averaged; "
-        "fsdp: parameters sharded across GPU workers (torch FSDP2)",
+        "fsdp: parameters sharded across the workers (torch FSDP2; meant for GPUs, runs "
+        "on CPU with gloo too)",
     )
     max_failures: int = Field(
         2, ge=0, description="worker-group restarts (from the last checkpoint) before failing"
@@ -114,8 +115,6 @@ class TrainConfig(_Config):
                 f"hyperparameters.batch_size {self.hyperparameters.batch_size} is below "
                 f"workers {self.workers}: every worker needs at least one sequence per step"
             )
-        if self.strategy == "fsdp" and self.device == "cpu":
-            raise ValueError("strategy fsdp shards over GPUs: use device cuda (or auto)")
         return self
 
     @property

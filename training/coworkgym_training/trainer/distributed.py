@@ -6,8 +6,10 @@ all-reduce per bucket after backward. It is DDP's arithmetic without DDP's wrapp
 objectives see the Hugging Face model itself (they project only target positions through
 its head) and an MoE layer whose experts got no tokens on one worker needs no special
 handling (its missing gradients count as zeros). *FSDP* shards each decoder layer and
-the root with ``torch.distributed.fsdp.fully_shard``; the objectives then run the model's
-own forward (see ``FullForward``) so FSDP's hooks gather and free the shards.
+the root with ``torch.distributed.fsdp.fully_shard`` (bf16 compute on GPUs); the
+objectives then run the model's own forward (see ``FullForward``) so FSDP's hooks gather
+and free the shards. FSDP also runs on CPU with gloo, in float32, which is how the tests
+check it against the replicated strategy.
 """
 
 from __future__ import annotations
@@ -88,10 +90,14 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
-def shard_fsdp(model: nn.Module) -> nn.Module:
+def shard_fsdp(model: nn.Module, bf16: bool) -> nn.Module:
+    """Shard in place; with `bf16`, compute in bfloat16 and reduce gradients in float32
+    (the weights and optimizer stay float32)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    policy = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32
+    )
     for layer in decoder_layers(model):
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)

@@ -111,7 +111,7 @@ class Worker:
         model = self._load_model(weights)
         objective.prepare(model)
         if config.strategy == "fsdp":
-            model = shard_fsdp(model)
+            model = shard_fsdp(model, bf16=self.device.type == "cuda")
         trainable = [p for p in model.parameters() if p.requires_grad]
         hp = config.hyperparameters
         optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
@@ -250,7 +250,8 @@ class Worker:
         loss.backward()  # type: ignore[no-untyped-call]
         if self.config.strategy == "replicated":
             average_gradients(trainable)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, hp.max_grad_norm))
+        norm: Any = torch.nn.utils.clip_grad_norm_(trainable, hp.max_grad_norm)
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # FSDP
         if not math.isfinite(grad_norm):  # the same on every worker: gradients are shared
             optimizer.zero_grad(set_to_none=True)
             self._fail_non_finite(step, "gradient norm", metrics)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,11 @@ def train(config: TrainConfig) -> TrainOutcome:
     )
     error: BaseException | None = None
     try:
-        trainer.fit()
+        with warnings.catch_warnings():
+            # Ray Train copies Ray Data's context attribute by attribute, which sets its own
+            # deprecated fields and warns about them: nothing a caller can act on.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            trainer.fit()
     except Exception as exc:  # Ray's TrainingFailedError and its relatives
         error = exc
     finally:
