@@ -385,3 +385,44 @@ def test_opd_refuses_a_missing_teacher() -> None:
     _, batch = opd_batch()
     with pytest.raises(ObjectiveError, match="opd needs the teacher"):
         build_objective("opd").loss(data.model(), batch)
+
+
+# ---- heads ----------------------------------------------------------------------------
+class Wrapped(torch.nn.Module):
+    """A model behind a plain forward (as an FSDP root is): no config, no base_model."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner(*args, **kwargs)
+
+
+@pytest.mark.parametrize("objective", ["sft", "grpo"])
+def test_a_wrapped_model_gives_the_same_loss_through_its_own_forward(objective: str) -> None:
+    batch, config = grpo_batch()
+    model = data.model(sharp=True)
+    direct, _ = build_objective(objective, config).loss(model, batch)  # type: ignore[arg-type]
+    wrapped, _ = build_objective(objective, config).loss(Wrapped(model), batch)  # type: ignore[arg-type]
+    assert wrapped.item() == pytest.approx(direct.item(), rel=1e-5)
+
+
+def test_a_soft_capped_head_is_scored_like_the_model_scores_it() -> None:
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    gemma = Gemma2ForCausalLM(
+        Gemma2Config(
+            vocab_size=len(data.tokenizer()), hidden_size=32, intermediate_size=64,
+            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+            final_logit_softcapping=5.0,
+        )
+    )
+    with torch.no_grad():
+        gemma.lm_head.weight.mul_(30)  # logits well past the cap
+    examples, _ = examples_from_trajectories([make.two_turns()], data.tokenizer(), "sft")
+    batch = data.batch_of(examples)
+    loss, _ = build_objective("sft").loss(gemma, batch)
+    reference = data.full_logprobs(gemma, batch)[batch["target_mask"][:, 1:]]
+    assert loss.item() == pytest.approx(-reference.mean().item(), rel=1e-4)
