@@ -178,3 +178,13 @@ def test_cowork_gym_train_refuses_bad_input_with_the_field_named(tmp_path: Path)
               "--data", str(tmp_path / "nope.jsonl"), "--max-steps", "2"]
     )
     assert missing.exit_code == 2 and "nope.jsonl" in missing.output
+    # a config file, with a flag over it: the flag wins, and the file's error is named
+    saved = tmp_path / "config.json"
+    saved.write_text(json.dumps({"objective": "sft", "model": str(tmp_path), "out": str(tmp_path),
+                                 "data": [str(tmp_path)], "max_steps": 0}))  # fmt: skip
+    from_file = runner.invoke(app, ["train", "--config", str(saved)])
+    assert from_file.exit_code == 2 and "max_steps" in from_file.output
+    rounds = runner.invoke(
+        app, ["train", "--config", str(saved), "--max-steps", "1", "--rounds", "2"]
+    )
+    assert rounds.exit_code == 2 and "packages" in rounds.output
