@@ -3,8 +3,6 @@ runs sync handlers in its thread pool)."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,9 +11,9 @@ from kubernetes.client.exceptions import ApiException
 
 from . import metrics
 from .api.types import GROUP, PLURAL, VERSION
-from .builders import LABEL_ENV, LABEL_GENERATION, LABEL_SANDBOX, Manifest
+from .builders import LABEL_ENV, LABEL_SANDBOX, Manifest
 from .reconcile.environment import JobObservation
-from .reconcile.pods import pod_start
+from .reconcile.observe import job_observation
 
 
 class Kube:
@@ -43,6 +41,8 @@ class Kube:
         return frozenset(names)
 
     def observe_job(self, namespace: str, name: str) -> JobObservation:
+        """The Job's state by a GET of it and a LIST of its pods (read as
+        ``reconcile.observe.job_observation`` reads the watches' copies)."""
         try:
             job = self.batch.read_namespaced_job(name, namespace)
         except ApiException as exc:
@@ -50,23 +50,7 @@ class Kube:
                 return JobObservation(name, "missing")
             raise
         pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
-        result, pod_state = _pod_result(pods)
-        conditions = {c.type: c for c in (job.status.conditions or []) if c.status == "True"}
-        seconds = _seconds(job.status.start_time, job.status.completion_time)
-        if pod_state == "succeeded" or "Complete" in conditions:
-            return JobObservation(name, "succeeded", result, seconds=seconds)
-        if pod_state == "failed" or "Failed" in conditions:
-            failed = conditions.get("Failed")
-            reason = f"{failed.reason}: {failed.message}" if failed else "pod failed"
-            return JobObservation(name, "failed", result, reason=reason, seconds=seconds)
-        generation = (job.metadata.labels or {}).get(LABEL_GENERATION, "")
-        return JobObservation(
-            name,
-            "running",
-            created_at=job.metadata.creation_timestamp,
-            generation=int(generation) if generation.isdigit() else None,
-            start=pod_start(self._plain(p) for p in pods),
-        )
+        return job_observation(name, self._plain(job), [self._plain(p) for p in pods])
 
     def delete_stage_pods(self, namespace: str, env_name: str) -> None:
         """The environment's stage pods (the Jobs, finished, stay)."""
@@ -225,25 +209,3 @@ def merge_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         elif value != old or key not in before:
             patch[key] = value
     return patch
-
-
-def _pod_result(pods: list[Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """The stage's JSON result from its pod's termination message, and the pod's phase."""
-    for pod in pods:
-        phase = (pod.status.phase or "").lower()
-        for status in pod.status.container_statuses or []:
-            terminated = status.state.terminated if status.state else None
-            if terminated is not None and terminated.message:
-                try:
-                    return json.loads(terminated.message.strip().splitlines()[-1]), phase
-                except ValueError:
-                    return {"ok": False, "error": terminated.message[-500:]}, phase
-        if phase in ("succeeded", "failed"):
-            return None, phase
-    return None, None
-
-
-def _seconds(start: datetime | None, end: datetime | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return max(0.0, (end - start).total_seconds())

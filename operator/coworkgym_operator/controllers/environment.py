@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
 from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
+from .watches import Indices
 
 SETTINGS = OperatorSettings.from_env()
 COMPONENT = "cowork-gym-operator"  # events' source, in `kubectl describe` and `get events`
@@ -89,26 +91,81 @@ def family_of(spec: dict[str, Any]) -> str:
     return family_for_scenario(scenario, int(task.get("seed", 0))).name
 
 
-def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
+def _reconcile(body: kopf.Body, logger: kopf.Logger, indices: Indices | None) -> None:
     # gone, or going: on_delete handles it
-    _turns.reconcile(body, logger, kube().read_environment, _reconcile_once)
+    def once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+        _reconcile_once(current, body, logger, indices)
+
+    _turns.reconcile(body, logger, kube().read_environment, once)
 
 
-def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+# What this process created, per environment uid, until the watches deliver it: read as
+# existing meanwhile, so a reconcile right after a create does not create it again.
+_created: defaultdict[str, set[str]] = defaultdict(set)
+# uid → (resourceVersion, observation) of the last reconcile that had nothing to do: a timer
+# run that finds the same returns at once, without an API call (controllers/watches.py).
+_settled: dict[str, tuple[str, str]] = {}
+
+
+def _observe(env: dict[str, Any], indices: Indices | None) -> Observed:
+    namespace, name = env["metadata"]["namespace"], env["metadata"]["name"]
+    pending = pending_job_name(env)
+    now = datetime.now(UTC)
+    if indices is None:  # no watches registered: ask the API
+        job = kube().observe_job(namespace, pending) if pending else None
+        return Observed(job, kube().existing_children(namespace, name), now)
+    made = _created.get(str(env["metadata"].get("uid")), set())
+    children = indices.children(namespace, name)
+    made -= children  # delivered by the watch: from now on the index is the truth
+    job = indices.job(namespace, pending, f"Job/{pending}" in made) if pending else None
+    return Observed(job, children | {c for c in made if not c.startswith("Job/")}, now)
+
+
+def _fingerprint(env: dict[str, Any], observed: Observed) -> tuple[str, str]:
+    seen = repr((observed.job, sorted(observed.existing_children)))
+    return str(env["metadata"].get("resourceVersion")), seen
+
+
+def _waits_for_the_clock(observed: Observed) -> bool:
+    """Whether time alone may change the plan: a stage pod that has not started, once its
+    grace is up (or while its Job's creation time is not known yet)."""
+    job = observed.job
+    if job is None or job.state != "running" or job.start.started:
+        return False
+    if job.created_at is None or observed.now is None:
+        return True
+    return (observed.now - job.created_at).total_seconds() >= SETTINGS.stage_start_grace_seconds
+
+
+def _settled_now(body: kopf.Body, indices: Indices) -> bool:
+    env, _ns, _name = fresh(dict(body))
+    observed = _observe(env, indices)
+    known = _settled.get(str(body.metadata.uid))
+    return known == _fingerprint(env, observed) and not _waits_for_the_clock(observed)
+
+
+def _reconcile_once(
+    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+) -> None:
     env, namespace, name = fresh(current)
+    uid = str(env["metadata"].get("uid"))
     with counted(namespace, "CoworkEnvironment"):
-        pending = pending_job_name(env)
-        observed = Observed(
-            job=kube().observe_job(namespace, pending) if pending else None,
-            existing_children=kube().existing_children(namespace, name),
-            now=datetime.now(UTC),
-        )
+        observed = _observe(env, indices)
         plan = reconcile(env, observed, SETTINGS)
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
         carry_out(
             kube(), logger, namespace, name, plan.delete, plan.create, env["status"], plan.status
         )
+    _created[uid].update(f"{m['kind']}/{m['metadata']['name']}" for m in plan.create)
+    _created[uid].difference_update(f"{kind}/{child}" for kind, child in plan.delete)
+    idle = not (plan.create or plan.delete or plan.delete_stage_pods) and (
+        plan.status == env["status"]
+    )
+    if idle and indices is not None:
+        _settled[uid] = _fingerprint(env, observed)
+    else:
+        _settled.pop(uid, None)
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, _family(env), plan)
     post_events(body, plan.events)
@@ -143,8 +200,8 @@ def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def on_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
+def on_change(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
+    _reconcile(body, logger, Indices.of(kwargs))
 
 
 @kopf.timer(
@@ -155,8 +212,11 @@ def on_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     initial_delay=1.0,
     when=lambda status, **_: status.get("phase") not in TERMINAL,
 )
-def on_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
+def on_timer(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
+    indices = Indices.of(kwargs)
+    if indices is not None and not shutdown.stopping() and _settled_now(body, indices):
+        return  # nothing changed since the last reconcile: no API call
+    _reconcile(body, logger, indices)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
@@ -168,6 +228,8 @@ def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
         kube().remove_finalizer(namespace, name, LEGACY_FINALIZER)
     metrics.observe_phase(namespace, name, "", None)
     _turns.forget(str(body.metadata.uid))
+    _created.pop(str(body.metadata.uid), None)
+    _settled.pop(str(body.metadata.uid), None)
     logger.info(f"deleted the children of {name}")
 
 
