@@ -21,7 +21,13 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .package.errors import PackageError
-from .package.package import EnvironmentPackage, write_tree
+from .package.limits import (
+    MAX_LOAD_ENTRIES,
+    MAX_LOAD_FILE_BYTES,
+    MAX_LOAD_TOTAL_BYTES,
+    name_problem,
+)
+from .package.package import EnvironmentPackage, content_problems, write_tree
 
 # User metadata keys (sent as x-amz-meta-<key>) that carry what S3 itself does not keep.
 MODE_KEY = "mode"
@@ -40,6 +46,7 @@ class LocalPublisher:
     root: Path
 
     def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str:
+        _check_release_name(name)
         target = pkg.write(self.root / name)
         manifests = self.root / "manifests"
         manifests.mkdir(parents=True, exist_ok=True)
@@ -73,6 +80,12 @@ class S3Publisher:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
     def publish(self, name: str, pkg: EnvironmentPackage, record: dict[str, Any]) -> str:
+        _check_release_name(name)
+        problems = content_problems(pkg.files, pkg.symlinks)
+        if problems:  # a package built in memory, never loaded: held to the same rules
+            raise PackageError(problems)
+        # the manifest record goes last: a package is listed as released only once every
+        # one of its objects is written
         for rel, content in sorted(pkg.files.items()):
             mode = EXECUTABLE_MODE if rel in pkg.executables else REGULAR_MODE
             self.client.put_object(
@@ -118,6 +131,13 @@ class S3Publisher:
         return f"s3://{self.bucket}/{key}"
 
 
+def _check_release_name(name: str) -> None:
+    """A release name is a relative path below the target (Harbor names are org/name):
+    never '..', '/x' or a control character."""
+    if problem := name_problem(name):
+        raise PackageError.single("release name", problem)
+
+
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, prefix without slashes) of an s3://bucket/prefix URI."""
     parsed = urlparse(uri)
@@ -139,19 +159,28 @@ def fetch_package(uri: str, dest: Path, client: Any | None = None) -> Path:
     executables: set[str] = set()
     symlinks: dict[str, str] = {}
     try:
+        # the listing first: names and sizes are checked before any object is downloaded
         paginator = client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix + "/"):
-            for item in page.get("Contents", []):
-                rel = item["Key"][len(prefix) + 1 :]
-                got = client.get_object(Bucket=bucket, Key=item["Key"])
-                body, meta = got["Body"].read(), got.get("Metadata", {})
-                if SYMLINK_KEY in meta:
-                    symlinks[rel] = meta[SYMLINK_KEY]
-                    continue
-                files[rel] = body
-                # No mode (an object uploaded by other means) reads as a regular file.
-                if meta.get(MODE_KEY) == EXECUTABLE_MODE:
-                    executables.add(rel)
+        listed = [
+            item
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix + "/")
+            for item in page.get("Contents", [])
+        ]
+        _check_listing(uri, prefix, listed)
+        for item in listed:
+            rel = item["Key"][len(prefix) + 1 :]
+            got = client.get_object(Bucket=bucket, Key=item["Key"])
+            # never more than the limit, whatever the listing said
+            body, meta = got["Body"].read(MAX_LOAD_FILE_BYTES + 1), got.get("Metadata", {})
+            if len(body) > MAX_LOAD_FILE_BYTES:
+                raise PackageError.single(uri, f"{rel}: larger than {MAX_LOAD_FILE_BYTES} bytes")
+            if SYMLINK_KEY in meta:
+                symlinks[rel] = meta[SYMLINK_KEY]
+                continue
+            files[rel] = body
+            # No mode (an object uploaded by other means) reads as a regular file.
+            if meta.get(MODE_KEY) == EXECUTABLE_MODE:
+                executables.add(rel)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PackageError.single(
@@ -163,7 +192,31 @@ def fetch_package(uri: str, dest: Path, client: Any | None = None) -> Path:
         raise PackageError.single(
             uri, "no objects under this prefix; give the location of a released package"
         )
+    problems = content_problems(files, symlinks)
+    if problems:
+        raise PackageError([f"{uri}: {p}" for p in problems])
     return write_tree(dest, files, executables, symlinks)
+
+
+def _check_listing(uri: str, prefix: str, listed: list[dict[str, Any]]) -> None:
+    """Refuse a prefix whose keys would land outside the download folder (S3 keys may say
+    '../'), or whose objects are too many or too large to hold, before downloading one."""
+    if len(listed) > MAX_LOAD_ENTRIES:
+        raise PackageError.single(uri, f"more than {MAX_LOAD_ENTRIES} objects; not a package")
+    problems = []
+    total = 0
+    for item in listed:
+        rel = item["Key"][len(prefix) + 1 :]
+        size = int(item.get("Size", 0))
+        total += size
+        if problem := name_problem(rel):
+            problems.append(f"{uri}: {problem}")
+        elif size > MAX_LOAD_FILE_BYTES:
+            problems.append(f"{uri}: {rel}: {size} bytes; at most {MAX_LOAD_FILE_BYTES}")
+    if total > MAX_LOAD_TOTAL_BYTES:
+        problems.append(f"{uri}: {total} bytes in all; at most {MAX_LOAD_TOTAL_BYTES}")
+    if problems:
+        raise PackageError(problems)
 
 
 def make_s3_client() -> Any:

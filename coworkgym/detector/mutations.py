@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..package.limits import loads_bounded, zip_problem
+
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 
 
@@ -44,10 +46,12 @@ def wrong_values(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix == ".json":
         try:
-            path.write_text(json.dumps(_perturb_json(json.loads(path.read_text()))))
+            path.write_text(json.dumps(_perturb_json(loads_bounded(path.read_bytes()))))
             return "numbers and strings perturbed"
-        except ValueError:
+        except ValueError:  # not JSON, or nested too deep (TooDeep) for this process
             pass
+    if suffix in (".xlsx", ".docx") and zip_problem(path.name, path.read_bytes()):
+        return garble(path)  # a zip bomb is never inflated here, only broken
     if suffix == ".xlsx":
         return _perturb_xlsx(path)
     if suffix == ".docx":

@@ -29,6 +29,7 @@ import openai
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..package.limits import zip_problem
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime, VerifyOutcome
 from ..verifier.spec import RubricItem
@@ -268,6 +269,8 @@ def render(workspace: Path, rel: str, limit: int) -> str:
     if size > MAX_EVIDENCE_FILE_BYTES:
         return f"(too large to show: {size} bytes)"
     suffix = path.suffix.lower()
+    if suffix in (".xlsx", ".docx") and (bomb := zip_problem(rel, path.read_bytes())):
+        return f"(not opened: {bomb})"
     try:
         if suffix == ".xlsx":
             text = _xlsx_text(path)

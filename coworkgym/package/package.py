@@ -22,6 +22,16 @@ from ..verifier.spec import VerifierSpec
 from .config import TaskConfig
 from .cowork import ArtifactGraph, Interfaces, TurnPatch, UserState
 from .errors import PackageError, location
+from .limits import (
+    MAX_LOAD_ENTRIES,
+    MAX_LOAD_FILE_BYTES,
+    MAX_LOAD_TOTAL_BYTES,
+    TooDeep,
+    loads_bounded,
+    name_problem,
+    symlink_problem,
+    zip_problem,
+)
 
 TASK_TOML = "task.toml"
 INSTRUCTION = "instruction.md"
@@ -72,7 +82,9 @@ class EnvironmentPackage:
         executables: Iterable[str] = (),
         symlinks: dict[str, str] | None = None,
     ) -> EnvironmentPackage:
-        problems: list[str] = []
+        problems = content_problems(files, symlinks or {})
+        if problems:  # nothing below may see a hostile name or a zip bomb
+            raise PackageError(problems)
         pkg = cls(files=dict(files), executables=set(executables), symlinks=symlinks or {})
         try:
             raw = tomllib.loads(files[TASK_TOML].decode("utf-8"))
@@ -152,14 +164,33 @@ class EnvironmentPackage:
         return content_digest({k: v for k, v in self.files.items() if in_harbor_package(k)})
 
 
+def content_problems(files: dict[str, bytes], symlinks: dict[str, str]) -> list[str]:
+    """Why these files and symlinks cannot be a package (limits.py): hostile names,
+    symlinks out of the package, zip bombs. [] when they can."""
+    problems = [p for rel in [*files, *symlinks] if (p := name_problem(rel))]
+    problems += [p for rel, target in symlinks.items() if (p := symlink_problem(rel, target))]
+    problems += [p for rel, data in files.items() if (p := zip_problem(rel, data))]
+    return problems
+
+
 def write_tree(
     root: Path,
     files: dict[str, bytes],
     executables: set[str] | frozenset[str] = frozenset(),
     symlinks: dict[str, str] | None = None,
 ) -> Path:
+    """Write exactly these files and symlinks under ``root``. Refuses (PackageError, before
+    writing anything) a name or symlink that could land outside ``root``; never writes
+    through a symlink a previous write (or anyone) left there."""
+    problems = content_problems(dict.fromkeys(files, b""), symlinks or {})
+    if problems:
+        raise PackageError(problems)
     root.mkdir(parents=True, exist_ok=True)
-    for existing in [p for p in root.rglob("*") if p.is_file() or p.is_symlink()]:
+    # symlinks first: a directory link left in place would carry later writes outside
+    for existing in sorted(root.rglob("*"), key=lambda p: len(p.parts)):
+        if existing.is_symlink():
+            existing.unlink()
+    for existing in [p for p in root.rglob("*") if p.is_file()]:
         if existing.relative_to(root).as_posix() not in files:
             existing.unlink()
     for rel, content in sorted(files.items()):
@@ -219,11 +250,18 @@ def in_harbor_package(rel: str) -> bool:
 
 
 def read_tree(root: Path) -> tuple[dict[str, bytes], set[str], dict[str, str]]:
-    files: dict[str, bytes] = {}
-    executables: set[str] = set()
-    symlinks: dict[str, str] = {}
+    """The package's files, read only after every entry passed limits.py's checks: a
+    FIFO, a device, a 10 GB file or a million entries is refused, never opened."""
+    found: list[tuple[str, Path, os.stat_result]] = []
+    problems: list[str] = []
+    total = entries = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_PARTS)
+        entries += len(dirnames) + len(filenames)  # counted before any is looked at
+        if entries > MAX_LOAD_ENTRIES:
+            raise PackageError.single(
+                str(root), f"more than {MAX_LOAD_ENTRIES} entries; not a package"
+            )
         for name in sorted(filenames) + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
@@ -231,13 +269,51 @@ def read_tree(root: Path) -> tuple[dict[str, bytes], set[str], dict[str, str]]:
                 ".pyc"
             ):
                 continue
-            if path.is_symlink():
-                symlinks[rel] = os.readlink(path)
-                continue
-            files[rel] = path.read_bytes()
-            if path.stat().st_mode & stat.S_IXUSR:
-                executables.add(rel)
+            info = path.lstat()
+            if problem := name_problem(rel):
+                problems.append(problem)
+            elif not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                kind = _special_kind(info.st_mode)
+                problems.append(f"{rel}: is a {kind}; a package holds regular files only")
+            elif stat.S_ISREG(info.st_mode) and info.st_size > MAX_LOAD_FILE_BYTES:
+                problems.append(
+                    f"{rel}: {info.st_size} bytes; a package file may have at most "
+                    f"{MAX_LOAD_FILE_BYTES}"
+                )
+            else:
+                total += info.st_size if stat.S_ISREG(info.st_mode) else 0
+                found.append((rel, path, info))
+    if total > MAX_LOAD_TOTAL_BYTES:
+        problems.append(f"{root}: {total} bytes in all; at most {MAX_LOAD_TOTAL_BYTES}")
+    if problems:
+        raise PackageError(problems)
+    files: dict[str, bytes] = {}
+    executables: set[str] = set()
+    symlinks: dict[str, str] = {}
+    for rel, path, info in found:
+        if stat.S_ISLNK(info.st_mode):
+            symlinks[rel] = os.readlink(path)
+            continue
+        # O_NOFOLLOW|O_NONBLOCK: swapped for a symlink or a FIFO since the lstat, the open
+        # fails (or cannot block) instead of reading something else
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise PackageError.single(rel, "changed into a special file while loading")
+            files[rel] = handle.read(MAX_LOAD_FILE_BYTES + 1)[:MAX_LOAD_FILE_BYTES]
+        if info.st_mode & stat.S_IXUSR:
+            executables.add(rel)
     return files, executables, symlinks
+
+
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device node"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
 
 
 def _is_patch_manifest(rel: str) -> bool:
@@ -251,9 +327,12 @@ def _parse_json[M: BaseModel](
     if rel not in files:
         return None
     try:
-        data: Any = json.loads(files[rel])
+        data: Any = loads_bounded(files[rel])
         return model.model_validate(data)
-    except ValueError as exc:
+    except TooDeep as exc:
+        problems.append(f"{rel}: JSON {exc}; flatten it")
+        return None
+    except ValueError as exc:  # includes UnicodeDecodeError
         if isinstance(exc, ValidationError):
             problems.extend(_problems(rel, exc))
         else:
