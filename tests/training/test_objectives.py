@@ -426,3 +426,16 @@ def test_a_soft_capped_head_is_scored_like_the_model_scores_it() -> None:
     loss, _ = build_objective("sft").loss(gemma, batch)
     reference = data.full_logprobs(gemma, batch)[batch["target_mask"][:, 1:]]
     assert loss.item() == pytest.approx(-reference.mean().item(), rel=1e-4)
+
+
+def test_sft_accuracy_is_the_share_of_targets_the_model_ranks_first() -> None:
+    examples, _ = examples_from_trajectories([make.two_turns()], data.tokenizer(), "sft")
+    batch = data.batch_of(examples)
+    model = data.model(sharp=True)
+    _, metrics = build_objective("sft").loss(model, batch)
+    mask = batch["target_mask"][:, 1:]
+    logits = model(input_ids=batch["input_ids"]).logits[:, :-1][mask]
+    expected = (logits.argmax(-1) == batch["input_ids"][:, 1:][mask]).float().mean().item()
+    assert metrics["accuracy"] == pytest.approx(expected)
+    _, wrapped = build_objective("sft").loss(Wrapped(model), batch)
+    assert wrapped["accuracy"] == pytest.approx(expected)

@@ -50,6 +50,7 @@ class TargetLogprobs:
     logprobs: torch.Tensor  # [N] float32, log π(target | prefix), temperature applied
     targets: torch.Tensor
     rows: torch.Tensor
+    is_top1: torch.Tensor | None = None  # [N] bool, when asked for: the target is the argmax
 
 
 def _targets(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
@@ -61,21 +62,27 @@ def _targets(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Te
     return input_ids, attention, found
 
 
-def target_logprobs(model: Any, batch: Batch, *, temperature: float = 1.0) -> TargetLogprobs:
-    """log π(y_t | h_t) at every target of `batch`, in row-major order."""
+def target_logprobs(
+    model: Any, batch: Batch, *, temperature: float = 1.0, top1: bool = False
+) -> TargetLogprobs:
+    """log π(y_t | h_t) at every target of `batch`, in row-major order (and, with `top1`,
+    whether each target is the model's most likely token)."""
     input_ids, attention, found = _targets(batch, _device(model))
     head = _chunkable_head(model)
     if head is None:
         logits = _full_logits(model, input_ids, attention, found, temperature)
-        return TargetLogprobs(token_logprobs(logits, found.tokens), found.tokens, found.rows)
+        best = (logits.argmax(-1) == found.tokens) if top1 else None
+        logprobs = token_logprobs(logits, found.tokens)
+        return TargetLogprobs(logprobs, found.tokens, found.rows, best)
     softcap, scale = head
     states = _states(model, input_ids, attention, found)
     head_layer = model.get_output_embeddings()
     weight, bias = head_layer.weight, head_layer.bias
-    logprobs, *_ = ChunkedLogProbFunction.apply(
-        states, weight, bias, found.tokens, temperature, VOCAB_TILE, softcap, scale, ()
+    extras = ("is_top1",) if top1 else ()
+    logprobs, _, _, _, is_top1 = ChunkedLogProbFunction.apply(
+        states, weight, bias, found.tokens, temperature, VOCAB_TILE, softcap, scale, extras
     )
-    return TargetLogprobs(logprobs.float(), found.tokens, found.rows)
+    return TargetLogprobs(logprobs.float(), found.tokens, found.rows, is_top1)
 
 
 def target_logits(model: Any, batch: Batch, *, temperature: float = 1.0) -> TargetLogits:

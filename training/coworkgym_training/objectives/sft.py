@@ -33,11 +33,13 @@ class SFTObjective:
         reference_model: Any | None = None,
         teacher_model: Any | None = None,
     ) -> tuple[torch.Tensor, Metrics]:
-        logprobs = target_logprobs(model, batch, temperature=self.config.temperature).logprobs
-        count = float(logprobs.numel())
+        scored = target_logprobs(model, batch, temperature=self.config.temperature, top1=True)
+        count = float(scored.logprobs.numel())
         # A batch without targets gives a differentiable 0, not 0/0.
-        loss = -logprobs.sum() / max(count, 1.0)
-        return loss, {"loss": float(loss.detach()), "tokens": count}
+        loss = -scored.logprobs.sum() / max(count, 1.0)
+        top1 = scored.is_top1
+        accuracy = float(top1.float().mean()) if top1 is not None and count else 0.0
+        return loss, {"loss": float(loss.detach()), "tokens": count, "accuracy": accuracy}
 
 
 __all__ = ["SFTObjective"]
