@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..sandbox import Limits, Mount, Sandbox
+from ..sandbox.base import DISK_LIMIT_MESSAGE
 
 MAX_TOOL_OUTPUT = 12_000  # characters of one tool result sent back to the model
 MAX_READ_BYTES = 2_000_000
@@ -228,13 +229,20 @@ def standard_tools(
     *,
     env: Mapping[str, str] | None = None,
     memory_mb: int = 2048,
+    disk_mb: int | None = None,
+    max_files: int | None = None,
     names: Sequence[str] = ("shell", "read_file", "write_file", "edit_file", "list_files"),
 ) -> list[Tool[Any]]:
     def shell(a: ShellArgs) -> ToolResult:
         result = sandbox.run(
             ["bash", "-c", a.command],
             list(mounts.mounts),
-            limits=Limits(timeout_s=a.timeout_s, memory_mb=memory_mb),
+            limits=Limits(
+                timeout_s=a.timeout_s,
+                memory_mb=memory_mb,
+                max_disk_mb=disk_mb,
+                max_files=max_files,
+            ),
             env=dict(env or {}),
             cwd=mounts.cwd,
         )
@@ -242,6 +250,8 @@ def standard_tools(
             status = f"timed out after {a.timeout_s:g}s"
         elif result.oom_killed:
             status = "killed: memory limit exceeded"
+        elif result.disk_exceeded:
+            status = f"{DISK_LIMIT_MESSAGE}; the limits: {disk_mb} MB, {max_files} files"
         else:
             status = f"exit {result.exit_code}"
         parts = [status]

@@ -70,6 +70,8 @@ def agent_toolbox(
     interfaces: Interfaces,
     *,
     memory_mb: int = 2048,
+    disk_mb: int | None = None,
+    max_files: int | None = None,
     task_env: dict[str, str] | None = None,
 ) -> ToolBox:
     """The tools; shell commands see the task's ``[environment.env]`` (as in Harbor's
@@ -78,7 +80,13 @@ def agent_toolbox(
     env = {k: v for k, v in (task_env or {}).items() if "${" not in v}
     env["COWORK_WORKSPACE"] = mounts.cwd
     tools: list[Tool[Any]] = standard_tools(
-        mounts, sandbox, env=env, memory_mb=memory_mb, names=list(interfaces.tools)
+        mounts,
+        sandbox,
+        env=env,
+        memory_mb=memory_mb,
+        disk_mb=disk_mb,
+        max_files=max_files,
+        names=list(interfaces.tools),
     )
     return ToolBox.of(tools)
 

@@ -34,6 +34,7 @@ import structlog
 from ..llm.gateway import Gateway, Route
 from ..llm.judge import RubricJudge
 from ..llm.tools import ToolBox
+from ..package.limits import workspace_symlink_problems
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..runtime.workspace import materialize
@@ -101,6 +102,10 @@ class RolloutLimits:
     timeout_s: float | None = None  # None: the package's [agent] timeout_sec, else 1800
     max_tool_calls: int = 500  # a harness that loops on tool calls without model calls
     tool_memory_mb: int = 2048
+    # what the agent's shell may leave in the workspace (each file, and in all): beyond it
+    # the call is killed and says so; the host's disk is never the agent's to fill
+    workspace_disk_mb: int = 2048
+    workspace_max_files: int = 20_000
     token_budget: int = 2_000_000  # per rollout, through the gateway
 
     def timeout_for(self, pkg: EnvironmentPackage) -> float:
@@ -602,6 +607,8 @@ class RolloutEngine:
             self.sandbox,
             interfaces,
             memory_mb=self.limits.tool_memory_mb,
+            disk_mb=self.limits.workspace_disk_mb,
+            max_files=self.limits.workspace_max_files,
             task_env=dict(pkg.config.environment.env),
         )
         voice: Voice | None = None
@@ -709,6 +716,8 @@ class RolloutEngine:
 
 def unsupported(pkg: EnvironmentPackage) -> str | None:
     """Why the engine cannot roll this package out, or None."""
+    if problems := workspace_symlink_problems(pkg.symlinks):
+        return "; ".join(problems)
     if pkg.is_multi_step:
         return (
             "a Harbor multi-step task ([[steps]] without Cowork turns) is not supported by "

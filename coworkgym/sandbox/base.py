@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+DISK_LIMIT_MESSAGE = (
+    "killed: disk limit exceeded (the workspace holds too much or too many files; delete some)"
+)
+
 
 class SandboxUnavailable(RuntimeError):
     """The sandbox tool is missing or unusable here; the message says how to install it."""
@@ -27,6 +31,12 @@ class Limits:
     memory_mb: int = 1024
     max_pids: int = 256
     max_output_bytes: int = 64_000
+    # What the run may leave on the host's disk, in its writable mounts (None: no limit).
+    # Each file is capped by RLIMIT_FSIZE (a write past it fails with EFBIG, and a sparse
+    # file cannot claim more either); the mounts' total is watched while the run lasts and
+    # the run is killed once it passes (a watch, so a fast writer may overshoot briefly).
+    max_disk_mb: int | None = None
+    max_files: int | None = None  # files in the writable mounts, watched the same way
 
 
 @dataclass(frozen=True)
@@ -38,16 +48,24 @@ class SandboxResult:
     timed_out: bool = False
     oom_killed: bool = False
     cpu_s: float | None = None  # measured by the backend when it can (cgroup accounting)
+    disk_exceeded: bool = False  # killed: the writable mounts passed Limits.max_disk_mb
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+        return (
+            self.exit_code == 0
+            and not self.timed_out
+            and not self.oom_killed
+            and not self.disk_exceeded
+        )
 
     def describe(self) -> str:
         if self.timed_out:
             return f"timed out after {self.duration_s:.1f}s"
         if self.oom_killed:
             return "killed: memory limit exceeded"
+        if self.disk_exceeded:
+            return DISK_LIMIT_MESSAGE
         tail = (self.stderr or self.stdout)[-400:].strip()
         return f"exit {self.exit_code}" + (f": {tail}" if tail else "")
 

@@ -18,6 +18,7 @@ import os
 import resource
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -131,12 +132,17 @@ class BubblewrapSandbox:
         started = time.monotonic()
         timed_out = False
 
+        disk_limit = limits.max_disk_mb * 1024 * 1024 if limits.max_disk_mb else None
+        writable = [m.source for m in mounts if m.writable]
+
         def in_child() -> None:
             if cgroup.active:
                 cgroup.enter()
             else:
                 size = limits.memory_mb * 1024 * 1024 * 4  # virtual memory ≫ resident
                 resource.setrlimit(resource.RLIMIT_AS, (size, size))
+            if disk_limit is not None:  # inherited through bwrap and setpriv
+                resource.setrlimit(resource.RLIMIT_FSIZE, (disk_limit, disk_limit))
 
         proc = subprocess.Popen(
             self.command(argv, mounts, env or {}, cwd),
@@ -146,6 +152,9 @@ class BubblewrapSandbox:
             preexec_fn=in_child,
             start_new_session=True,
         )
+        watch = None
+        if writable and (disk_limit or limits.max_files):
+            watch = _DiskWatch(writable, disk_limit, limits.max_files, proc, cgroup)
         try:
             out, err = proc.communicate(timeout=limits.timeout_s)
         except subprocess.TimeoutExpired:
@@ -154,6 +163,8 @@ class BubblewrapSandbox:
             cgroup.kill_all()
             out, err = proc.communicate()
         finally:
+            if watch is not None:
+                watch.stop()
             oom = cgroup.oom_killed()
             cpu = cgroup.cpu_seconds()
             cgroup.close()
@@ -165,9 +176,68 @@ class BubblewrapSandbox:
             timed_out=timed_out,
             oom_killed=oom and not timed_out,
             cpu_s=cpu,
+            disk_exceeded=watch is not None and watch.exceeded and not timed_out,
         )
         log.debug("sandbox run", argv=list(argv)[:3], exit=result.exit_code, s=result.duration_s)
         return result
+
+
+class _DiskWatch:
+    """Kills the run once its writable mounts hold more than ``max_bytes`` (allocated
+    blocks, so a sparse file counts what it really takes) or ``max_files`` files. A run
+    that starts above a limit (an earlier one overshot) may shrink, never grow. Polls in a
+    thread, at most a third of the time spent measuring: a fast writer overshoots by what
+    it writes in one poll."""
+
+    POLL_S = 0.2
+
+    def __init__(
+        self,
+        roots: list[Path],
+        max_bytes: int | None,
+        max_files: int | None,
+        proc: subprocess.Popen[bytes],
+        cgroup: RunCgroup,
+    ) -> None:
+        self.roots, self.proc, self.cgroup = roots, proc, cgroup
+        used, files = self._usage(None, None)  # before the run: what it may keep
+        self.max_bytes = max(max_bytes, used) if max_bytes is not None else None
+        self.max_files = max(max_files, files) if max_files is not None else None
+        self.exceeded = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="sandbox-disk", daemon=True)
+        self._thread.start()
+
+    def _usage(self, max_bytes: int | None, max_files: int | None) -> tuple[int, int]:
+        """(bytes, files) in the mounts; stops counting once past either limit."""
+        used = files = 0
+        for root in self.roots:
+            for dirpath, _, filenames in os.walk(root):
+                for name in filenames:
+                    with contextlib.suppress(OSError):  # deleted while we looked
+                        used += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                    files += 1
+                over_bytes = max_bytes is not None and used > max_bytes
+                if over_bytes or (max_files is not None and files > max_files):
+                    return used, files
+        return used, files
+
+    def _watch(self) -> None:
+        pause = self.POLL_S
+        while not self._done.wait(pause):
+            started = time.monotonic()
+            used, files = self._usage(self.max_bytes, self.max_files)
+            over_bytes = self.max_bytes is not None and used > self.max_bytes
+            if over_bytes or (self.max_files is not None and files > self.max_files):
+                self.exceeded = True
+                _kill(self.proc)
+                self.cgroup.kill_all()
+                return
+            pause = max(self.POLL_S, 2 * (time.monotonic() - started))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def _hand_over(path: Path) -> None:
