@@ -84,6 +84,17 @@ testbed-down: ## Stop the test-bed
 corpus: install ## Write the detector corpus (good + labelled defective packages) to out/corpus
 	$(PY) -m tests.corpus.build out/corpus
 
+# The drills of issue 17 (hostile specs, packages, agents) write their figures to out/drills/;
+# the page is rendered from them (tests/drills/render.py). The test-bed drills need it.
+DRILL_TESTS := tests/unit/test_drill_hostile_specs.py tests/testbed/test_drill_hostile_specs.py \
+	tests/integration/test_drill_hostile_packages.py tests/testbed/test_drill_hostile_packages_s3.py \
+	tests/integration/test_drill_hostile_agents.py
+
+.PHONY: reliability-doc
+reliability-doc: install ## Run the reliability drills (test-bed included) and render docs/reliability.md from their results
+	COWORKGYM_TESTBED=1 $(PYTEST) -q $(DRILL_TESTS)
+	$(PY) -m tests.drills.render
+
 .PHONY: bench
 bench: install ## Run the benchmark scripts (print figures, not pass/fail)
 	$(PY) benchmarks/detector_overhead.py
