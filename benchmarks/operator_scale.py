@@ -1,0 +1,286 @@
+"""One operator replica holding N CoworkEnvironments on the test-bed's API server: memory,
+idle CPU and API calls, API calls per state transition, create → Building latency at a
+create rate, and how soon a finished stage Job is noticed.
+
+    python benchmarks/operator_scale.py [--objects 500] [--rate 20] [--idle 30] [--finish 50]
+    python benchmarks/operator_scale.py --operator-path /tmp/old-tree/operator ...  # compare
+
+Needs a running test-bed (`make testbed-up`; no node: the stage pods select a node that does
+not exist, and this script plays their kubelet). Steps:
+
+1. create N environments at ``--rate`` per second; time each from its create to its
+   status.phase Building (the operator has made its volumes, policies and builder Job);
+2. mark every builder pod Running (started: nothing waits for the clock), let it settle,
+   then measure over ``--idle`` seconds: the operator's CPU, RSS and API calls;
+3. finish ``--finish`` builder pods (a result in the termination message, as a stage writes
+   it) and time each until the environment's Built condition is True; count the API calls
+   and transitions meanwhile.
+
+API calls are the operator's own count (coworkgym_api_calls_total: the handlers' requests;
+kopf's watch streams, annotation patches and events are not in it). Prints figures;
+asserts nothing. The operator runs with the chart's defaults (3 s timer, kopf's pool).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "testbed"))
+sys.path.insert(0, str(ROOT))
+
+from coworkgym_testbed.testbed import Testbed  # noqa: E402
+
+GROUP, VERSION, PLURAL = "coworkgym.dev", "v1alpha1", "coworkenvironments"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def env_body(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "CoworkEnvironment",
+        "metadata": {"name": name},
+        "spec": {
+            "task": {
+                "labels": {
+                    "capabilities": ["data_analysis"],
+                    "scenario": "data_analysis/reporting/periodic_report",
+                },
+                "turns": 2,
+                "seed": 3,
+            },
+            "release": {"uri": "s3://cowork-gym/envs"},
+            "sandbox": {"nodeSelector": {"coworkgym.dev/kubelet": "played-by-benchmark"}},
+        },
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    """coworkgym_api_calls_total summed, and coworkgym_transitions_total summed."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {"api_calls": 0.0, "transitions": 0.0}
+    for line in text.splitlines():
+        if line.startswith("coworkgym_api_calls_total{"):
+            out["api_calls"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("coworkgym_transitions_total{"):
+            out["transitions"] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Bench:
+    def __init__(self, tb: Testbed, ns: str) -> None:
+        from kubernetes import client
+
+        api = tb.kubernetes_client()
+        self.ns = ns
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def phases(self) -> dict[str, dict[str, Any]]:
+        listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL)
+        return {e["metadata"]["name"]: e.get("status") or {} for e in listed["items"]}
+
+    def builder_pods(self) -> list[Any]:
+        selector = "coworkgym.dev/stage=builder"
+        return list(self.core.list_namespaced_pod(self.ns, label_selector=selector).items)
+
+    def set_pod(self, name: str, phase: str, state: dict[str, Any]) -> None:
+        status = {
+            "status": {
+                "phase": phase,
+                "containerStatuses": [
+                    {
+                        "name": "role",
+                        "ready": phase == "Running",
+                        "restartCount": 0,
+                        "image": "role",
+                        "imageID": "",
+                        "state": state,
+                    }
+                ],
+            }
+        }
+        self.core.patch_namespaced_pod_status(name, self.ns, status)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--objects", type=int, default=500)
+    ap.add_argument("--rate", type=float, default=20.0, help="creates per second")
+    ap.add_argument("--idle", type=float, default=30.0, help="seconds of idle measurement")
+    ap.add_argument("--finish", type=int, default=50, help="builder pods to finish")
+    ap.add_argument("--operator-path", help="PYTHONPATH head for the operator (compare trees)")
+    ap.add_argument("--json", type=Path, help="write the figures here too")
+    args = ap.parse_args()
+
+    tb = Testbed.load(ROOT / ".testbed")
+    if tb is None or not tb.healthy():
+        sys.exit("no healthy test-bed in .testbed: run `make testbed-up` first")
+    ns = f"scale-{os.getpid()}"
+    for crd in sorted((ROOT / "crds").glob("*.yaml")):  # every kind the operator watches
+        tb.kubectl("apply", "-f", str(crd))
+    tb.kubectl("create", "namespace", ns)
+    tb.kubectl("create", "serviceaccount", "cowork-gym-sandbox", "-n", ns)
+    bench = Bench(tb, ns)
+    port = free_port()
+    env = (
+        os.environ
+        | tb.env()
+        | {
+            "COWORKGYM_METRICS_PORT": str(port),
+            "COWORKGYM_RECONCILE_INTERVAL": "3",
+        }
+    )
+    if args.operator_path:
+        env["PYTHONPATH"] = args.operator_path + os.pathsep + env.get("PYTHONPATH", "")
+    log = Path(tempfile.mkdtemp(prefix="operator-scale-")) / "operator.log"
+    argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", ns]
+    with log.open("wb") as out:
+        operator = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    figures: dict[str, Any] = {"objects": args.objects, "create_rate": args.rate}
+    try:
+        time.sleep(5)  # kopf's start-up: watches and indices ready
+        # 1. creates at a rate, and the time to Building
+        created: dict[str, float] = {}
+        building: dict[str, float] = {}
+        start = time.monotonic()
+        for i in range(args.objects):
+            due = start + i / args.rate
+            while time.monotonic() < due:
+                time.sleep(min(0.05, due - time.monotonic()))
+            name = f"scale-{i:05d}"
+            bench.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, env_body(name))
+            created[name] = time.monotonic()
+            if i % 25 == 0:
+                for n, status in bench.phases().items():
+                    if status.get("phase") == "Building" and n not in building:
+                        building[n] = time.monotonic()
+        deadline = time.monotonic() + 600
+        while len(building) < args.objects and time.monotonic() < deadline:
+            for n, status in bench.phases().items():
+                if status.get("phase") == "Building" and n not in building:
+                    building[n] = time.monotonic()
+            time.sleep(0.5)
+        waits = [building[n] - created[n] for n in building]
+        figures["create_to_building_s"] = {
+            "p50": round(pct(waits, 0.5), 2),
+            "p99": round(pct(waits, 0.99), 2),
+            "reached": len(building),
+            "resolution_s": "≤0.5 after the creates; every 25 creates during them",
+        }
+        # 2. every builder pod started; settle; idle figures
+        for pod in bench.builder_pods():
+            bench.set_pod(pod.metadata.name, "Running", {"running": {"startedAt": now_iso()}})
+        time.sleep(15)
+        before, cpu0, t0 = scrape(port), cpu_seconds(operator.pid), time.monotonic()
+        time.sleep(args.idle)
+        after, cpu1, t1 = scrape(port), cpu_seconds(operator.pid), time.monotonic()
+        figures["idle"] = {
+            "cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 3),
+            "api_calls_per_s": round((after["api_calls"] - before["api_calls"]) / (t1 - t0), 1),
+            "rss_mib": round(rss_mib(operator.pid), 1),
+        }
+        # 3. finish some builder pods: how soon noticed, API calls per transition
+        pods = sorted(bench.builder_pods(), key=lambda p: p.metadata.name)[: args.finish]
+        before, cpu0 = scrape(port), cpu_seconds(operator.pid)
+        finished: dict[str, float] = {}
+        for pod in pods:
+            env_name = pod.metadata.labels["coworkgym.dev/environment"]
+            result = json.dumps({"stage": "builder", "ok": True})
+            terminated = {
+                "exitCode": 0,
+                "reason": "Completed",
+                "message": result,
+                "startedAt": now_iso(),
+                "finishedAt": now_iso(),
+            }
+            bench.set_pod(pod.metadata.name, "Succeeded", {"terminated": terminated})
+            finished[env_name] = time.monotonic()
+        noticed: dict[str, float] = {}
+        deadline = time.monotonic() + 300
+        while len(noticed) < len(finished) and time.monotonic() < deadline:
+            for n, status in bench.phases().items():
+                built = any(
+                    c.get("type") == "Built" and c.get("status") == "True"
+                    for c in status.get("conditions") or []
+                )
+                if n in finished and built and n not in noticed:
+                    noticed[n] = time.monotonic()
+            time.sleep(0.25)
+        time.sleep(10)  # the follow-up reconciles (a verifier Job each) settle
+        after, cpu1 = scrape(port), cpu_seconds(operator.pid)
+        delays = [noticed[n] - finished[n] for n in noticed]
+        transitions = after["transitions"] - before["transitions"]
+        calls = after["api_calls"] - before["api_calls"]
+        figures["finished_job"] = {
+            "noticed_p50_s": round(pct(delays, 0.5), 2),
+            "noticed_p99_s": round(pct(delays, 0.99), 2),
+            "noticed": len(noticed),
+            "finished": len(finished),
+            "api_calls": calls,
+            "transitions": transitions,
+            "api_calls_per_transition": round(calls / transitions, 1) if transitions else None,
+            "cpu_s_per_transition": round((cpu1 - cpu0) / transitions, 4) if transitions else None,
+            "note": "the window includes the idle timer runs of every other environment",
+        }
+        figures["rss_mib_end"] = round(rss_mib(operator.pid), 1)
+    finally:
+        # delete the environments while the operator still runs: their finalizers go with it
+        tb.kubectl("delete", "cwe", "--all", "-n", ns, "--wait=false", check=False)
+        deadline = time.monotonic() + 180
+        while bench.phases() and time.monotonic() < deadline:
+            time.sleep(2)
+        operator.terminate()
+        try:
+            operator.wait(40)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+        tb.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    print(json.dumps(figures, indent=2))
+    print(f"operator log: {log}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
