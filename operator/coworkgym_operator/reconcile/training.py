@@ -489,9 +489,11 @@ def _finish(
         plan.status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         return plan
     if state.failure is not None and status.job_name and status.step == "train":
-        # a failed run's training stops: its pods go, its Job stays for the logs (TTL)
-        if state.failure.reason in (R.NAN_LOSS, R.POD_CANNOT_START) and status.backend:
-            plan.delete.append((status.backend, status.job_name))
+        # a pod that cannot start is stopped; one that ended stays (with its log) until
+        # the Job's ttlSecondsAfterFinished
+        child = (status.backend or "Job", status.job_name)
+        if state.failure.reason is R.POD_CANNOT_START and child not in plan.delete:
+            plan.delete.append(child)
     status.progress.summary = _summary(status.progress)
     wanted = training_conditions(
         status.step, state.failure, state.data, state.activity, _done_message(status)
