@@ -282,8 +282,8 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
     from coworkgym_operator import batch_metrics as _rollouts  # noqa: F401 - registers them
     from coworkgym_operator import campaign_metrics as _campaigns  # noqa: F401 - registers them
-    from coworkgym_operator import training_metrics as _training  # noqa: F401 - registers them
     from coworkgym_operator import metrics
+    from coworkgym_operator import training_metrics as _training  # noqa: F401 - registers them
 
     exported = set()
     for collector in metrics.REGISTRY._names_to_collectors.values():
