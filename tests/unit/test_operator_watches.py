@@ -16,6 +16,7 @@ JOB = {
         "creationTimestamp": "2026-12-01T09:00:00Z",
         "labels": {"coworkgym.dev/generation": "2", "coworkgym.dev/environment": "demo"},
         "managedFields": [{"big": "x" * 1000}],
+        "ownerReferences": [{"kind": "CoworkEnvironment", "uid": "env-uid", "controller": True}],
     },
     "spec": {"template": {"spec": {"containers": [{"env": [{"value": "x" * 5000}]}]}}},
     "status": {
@@ -67,6 +68,9 @@ def test_indices_give_the_job_and_the_children_and_a_fresh_create_is_not_missing
     assert indices.job(ns, "demo-builder-i0-a1", created=False).state == "succeeded"
     assert indices.job(ns, "demo-verifier-i0-a1", created=False).state == "missing"
     assert indices.job(ns, "demo-verifier-i0-a1", created=True).state == "running"
+    # a stage pod's event finds its environment through the Job's owner
+    assert indices.owner(ns, "demo-builder-i0-a1") == "env-uid"
+    assert indices.owner(ns, "demo-verifier-i0-a1") is None
     assert indices.children(ns, "demo") == {
         "PersistentVolumeClaim/demo-builder",
         "NetworkPolicy/demo-deny-all",

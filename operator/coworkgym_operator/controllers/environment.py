@@ -16,7 +16,8 @@ from typing import Any
 import kopf
 
 from .. import metrics, shutdown
-from ..api.types import GROUP, PLURAL, VERSION
+from ..api.types import GROUP, KIND, PLURAL, VERSION
+from ..builders import LABEL_ENV, LABEL_SANDBOX
 from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
@@ -217,6 +218,25 @@ def on_timer(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
     if indices is not None and not shutdown.stopping() and _settled_now(body, indices):
         return  # nothing changed since the last reconcile: no API call
     _reconcile(body, logger, indices)
+
+
+@kopf.on.event("v1", "pods", labels={LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"})
+def on_stage_pod(
+    body: kopf.Body, namespace: str | None, labels: Any, logger: kopf.Logger, **kwargs: Any
+) -> None:
+    """A stage pod ended: reconcile its environment now, not at its next timer run (so a
+    finished stage is noticed in about a second). The log lines of that reconcile carry
+    the pod's name; its events go on the environment."""
+    phase = (body.get("status") or {}).get("phase")
+    indices = Indices.of(kwargs)
+    if phase not in ("Succeeded", "Failed") or indices is None or shutdown.stopping():
+        return
+    owner = indices.owner(str(namespace), str(labels.get("job-name", "")))
+    if owner is None:  # the Job's watch has not delivered it: the timer sees to it
+        return
+    meta = {"namespace": str(namespace), "name": str(labels[LABEL_ENV]), "uid": owner}
+    raw: Any = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta}
+    _reconcile(kopf.Body(raw), logger, indices)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

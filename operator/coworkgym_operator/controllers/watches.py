@@ -74,6 +74,12 @@ class Indices:
         pods = list(self.pods.get((namespace, name), ()))
         return job_observation(name, stored[0] if stored else None, pods, wait_for_pods=True)
 
+    def owner(self, namespace: str, job: str) -> str | None:
+        """The uid of the environment that owns a stage Job, if the watch has the Job."""
+        stored = list(self.jobs.get((namespace, job), ()))
+        uid = stored[0]["metadata"].get("ownerUid") if stored else None
+        return str(uid) if uid else None
+
     def children(self, namespace: str, env: str) -> frozenset[str]:
         key = (namespace, env)
         return frozenset([*self.claims.get(key, ()), *self.policies.get(key, ())])

@@ -23,11 +23,13 @@ Plain = dict[str, Any]
 
 def job_summary(job: Plain) -> Plain:
     """What ``job_observation`` reads of a Job: its name, generation label, creation time,
-    start/completion times and its True conditions."""
+    start/completion times and its True conditions; and its owner's uid."""
     meta, status = job.get("metadata") or {}, job.get("status") or {}
+    owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("controller")]
     return {
         "metadata": {
             "name": meta.get("name"),
+            "ownerUid": owners[0] if owners else None,  # its environment's, for pod events
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": {
                 k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_GENERATION
