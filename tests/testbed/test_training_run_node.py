@@ -156,3 +156,35 @@ def test_an_sft_run_trains_in_a_pod_and_checkpoints_to_s3(
                         "--field-selector", "involvedObject.name=tiny-sft").stdout  # fmt: skip
     assert "Succeeded" in events
     s3.close()
+
+
+def test_a_dataset_that_is_not_in_s3_fails_the_run_naming_the_field(
+    testbed_env: Testbed, cluster: Cluster, operator: Path, tmp_path: Path
+) -> None:
+    tb = testbed_env
+    missing = f"s3://{tb.s3_bucket}/tr-e2e/{uuid.uuid4().hex[:8]}/none.jsonl"
+    run = {
+        "apiVersion": "coworkgym.dev/v1alpha1",
+        "kind": "TrainingRun",
+        "metadata": {"name": "no-data"},
+        "spec": {
+            "objective": "sft",
+            "model": "/models/unused",
+            "data": {"uri": missing},
+            "output": {"uri": f"s3://{tb.s3_bucket}/tr-e2e/no-data"},
+        },
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    tb.kubectl("apply", "-n", cluster.ns, "-f", str(path))
+
+    def ended() -> dict[str, Any] | None:
+        status = get_run(cluster, "no-data").get("status") or {}
+        return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+    status = cluster.wait(ended, timeout=300, message="no-data finished")
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "DatasetNotFound")
+    assert failed["message"].startswith(f"spec.data.uri: no object {missing}")
+    assert "jobName" not in status  # no training pod was started
+    assert not [j for j in cluster.jobs() if j.startswith("no-data-train")]
