@@ -198,6 +198,13 @@ def finished_batch(cluster: Cluster, name: str) -> None:
     )
 
 
+def leave_no_finalizers(tb: Testbed, ns: str) -> None:
+    """Delete the namespace's runs and batches while the operator still runs, so that its
+    finalizer goes with them (else the namespace would stay Terminating on the shared
+    test-bed after the test)."""
+    tb.kubectl("delete", "tr,rb", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+
+
 def test_a_run_on_a_failed_batch_fails_naming_it(
     cluster: Cluster,
     operator: Callable[[], AbstractContextManager[KopfRunner]],
@@ -224,6 +231,7 @@ def test_a_run_on_a_failed_batch_fails_naming_it(
             "get", "events", "-n", cluster.ns, "--field-selector", "involvedObject.name=on-doomed"
         ).stdout
         assert "BatchFailed" in events
+        leave_no_finalizers(testbed_env, cluster.ns)
 
 
 def test_the_lifecycle_wait_train_suspend_resume_delete(
@@ -283,6 +291,7 @@ def test_the_lifecycle_wait_train_suspend_resume_delete(
         testbed_env.kubectl("delete", "tr", "tiny", "-n", ns, "--wait=true", "--timeout=60s")
         cluster.wait(lambda: not [j for j in cluster.jobs() if j.startswith("tiny-")],
                      message="children deleted")  # fmt: skip
+        leave_no_finalizers(testbed_env, ns)
 
 
 def test_the_charts_example_passes_the_crd(testbed_env: Testbed, ns: str) -> None:
