@@ -68,6 +68,10 @@ def operator(testbed_env: Testbed, training_ns: str, tmp_path: Path) -> Iterator
     with log.open("wb") as out:
         p = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     yield log
+    # the runs go while the operator runs, so their finalizer is handled (the namespace
+    # would otherwise stay Terminating)
+    testbed_env.kubectl("delete", "tr", "--all", "-n", training_ns, "--wait=true",
+                        "--timeout=60s", check=False)  # fmt: skip
     p.send_signal(signal.SIGTERM)
     try:
         p.wait(20)
