@@ -256,8 +256,9 @@ class TrainingRunSpec(_Spec):
     active_deadline_seconds: int | None = Field(
         None,
         ge=60,
-        description="Wall-clock limit of the training, retries included; past it the run "
-        "fails (reason DeadlineExceeded). Unset = none.",
+        description="Wall-clock limit of one start of the training, its retries included "
+        "(a resume after suspend starts the clock again); past it the run fails (reason "
+        "DeadlineExceeded). Unset = none.",
     )
     ttl_seconds_after_finished: int | None = Field(
         None,
