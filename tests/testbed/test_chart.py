@@ -378,13 +378,20 @@ def test_install_creates_a_locked_down_operator(testbed: Testbed, release: tuple
         ("create", "events"),
         ("create", "events.events.k8s.io"),
         ("patch", "kopfpeerings.kopf.dev"),
+        # a SynthesisCampaign creates its child environments and, when it is deleted,
+        # removes them by label behind the garbage collector
+        ("create", "coworkenvironments.coworkgym.dev"),
+        ("delete", "coworkenvironments.coworkgym.dev"),
     ]:
         assert can_i(testbed, operator, verb, resource, "-n", ns), (verb, resource)
     for verb, resource, where in [
         ("create", "jobs.batch", "default"),
         ("get", "secrets", ns),
         ("create", "pods", ns),
-        ("delete", "coworkenvironments.coworkgym.dev", ns),
+        # what users make, the operator never deletes
+        ("delete", "rolloutbatches.coworkgym.dev", ns),
+        ("delete", "trainingruns.coworkgym.dev", ns),
+        ("delete", "synthesiscampaigns.coworkgym.dev", ns),
         ("list", "customresourcedefinitions.apiextensions.k8s.io", ns),
     ]:
         assert not can_i(testbed, operator, verb, resource, "-n", where), (verb, resource, where)
