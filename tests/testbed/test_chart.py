@@ -42,6 +42,8 @@ EVERYTHING_ON = [
     "--set", "s3.releaseUri=s3://cowork-gym/envs",
     "--set", "s3.credentialsSecret=cowork-gym-s3",
     "--set", "sandboxVolumes.storageClassName=fast",
+    "--set", "grafana.dashboard.enabled=true",
+    "--set", "grafana.url=https://grafana.example.com",
 ]  # fmt: skip
 
 

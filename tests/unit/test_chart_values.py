@@ -178,8 +178,20 @@ def test_the_default_values_pass_the_schema(schema: Schema, values: dict[str, An
         {"networkPolicy": {"gateway": {"port": "8000"}}},
         {"metrics": {"prometheusRule": {"thresholds": {"failureRatio": 1.5}}}},
         {"s3": {"releaseUri": "https://bucket/envs"}},
+        {"grafana": {"url": "grafana.example.com"}},
+        {"grafana": {"dashboard": {"sidecarLabel": "grafana dashboard"}}},
+        {"grafana": {"dashboard": {"sidecarLabelValue": 1}}},
     ],
-    ids=["unknown-top-level", "misspelled", "port-as-string", "ratio-above-1", "not-s3"],
+    ids=[
+        "unknown-top-level",
+        "misspelled",
+        "port-as-string",
+        "ratio-above-1",
+        "not-s3",
+        "grafana-url-without-scheme",
+        "label-key-with-space",
+        "label-value-not-a-string",
+    ],
 )
 def test_the_schema_rejects_mistakes(
     schema: Schema, values: dict[str, Any], change: dict[str, Any]
@@ -213,6 +225,8 @@ def test_every_values_key_is_in_the_schema(schema: Schema, values: dict[str, Any
         "metrics.service.annotations",
         "metrics.serviceMonitor.labels",
         "metrics.prometheusRule.labels",
+        "grafana.dashboard.labels",
+        "grafana.dashboard.annotations",
     }
     defs = schema["definitions"]
 
