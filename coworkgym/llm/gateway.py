@@ -63,6 +63,7 @@ class Grant:
     environment: str
     role: str
     route: Route
+    token_budget: int | None = None  # this scope's budget; None = the gateway's own
 
 
 @dataclass
@@ -273,14 +274,14 @@ class Gateway:
         with self._lock:
             ledger = self._ledgers[grant.environment]
             used = ledger.total.total_tokens
-            if used >= self.token_budget:
+            budget = grant.token_budget or self.token_budget
+            if used >= budget:
                 self.metrics.requests.labels(role, model, "rejected_budget").inc()
                 log.warning("llm budget exhausted", environment=grant.environment, used=used)
                 return Reply.error(
                     429,
                     "budget_exhausted",
-                    f"environment {grant.environment} used {used} of its "
-                    f"{self.token_budget} tokens",
+                    f"environment {grant.environment} used {used} of its {budget} tokens",
                     x_should_retry="false",
                 )
             if ledger.bucket is None:

@@ -1,13 +1,15 @@
 """The LLM gateway as a service: ``python -m coworkgym.llm.serve`` (the chart's gateway
-Deployment). It answers signed per-rollout tokens (coworkgym.llm.signed_tokens): the token
-names the upstream and the *name* of its key; the keys themselves are files in a folder
-mounted from a Secret that only this pod mounts.
+Deployment). It answers signed tokens (coworkgym.llm.signed_tokens), minted by the operator
+per rollout and per CoworkEnvironment: the token names the scope its usage is charged to,
+that scope's token budget, the upstream and the *name* of its key; the keys themselves are
+files in a folder mounted from a Secret that only this pod mounts. The ledgers are in
+memory: a restarted gateway (or each of several replicas) counts each scope afresh.
 
 Environment:
     COWORKGYM_GATEWAY_PORT              port on all addresses (default 8000)
     COWORKGYM_GATEWAY_SIGNING_KEY_FILE  the HMAC key the operator signs tokens with
     COWORKGYM_GATEWAY_KEYS_DIR          one file per upstream key, named as in the tokens
-    COWORKGYM_ROLLOUT_TOKEN_BUDGET      most tokens per scope (one rollout)
+    COWORKGYM_ROLLOUT_TOKEN_BUDGET      most tokens per scope whose token names no budget
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def signed_resolver(signing_key: str, keys_dir: Path | None) -> Callable[[str], 
                 return None
             api_key = path.read_text().strip()
         route = Route(base_url=claims.base_url, model=claims.model, api_key=api_key)
-        return Grant(environment=claims.scope, role=claims.role, route=route)
+        budget = claims.token_budget if claims.token_budget > 0 else None
+        return Grant(claims.scope, claims.role, route, token_budget=budget)
 
     return resolve
 

@@ -1,8 +1,9 @@
 """Gateway tokens that carry their own grant, signed: for a gateway that runs apart from
 the code that hands out tokens (the cluster's gateway Deployment and the operator).
 
-A token names the scope its usage is charged to (one rollout), the upstream endpoint and
-model it may call, and the *name* of the upstream key, never the key: the gateway looks
+A token names the scope its usage is charged to (one rollout, or one CoworkEnvironment's
+LLM-backed roles), the scope's token budget, the upstream endpoint and model it may call,
+and the *name* of the upstream key, never the key: the gateway looks
 the key up in its own secrets. The signature (HMAC-SHA256 with a key that only the
 gateway and the minting side hold) makes a forged or edited token worthless, and the
 same inputs always give the same token, so a controller that mints again after a restart
@@ -29,6 +30,9 @@ class TokenClaims:
     model: str  # the model the token is pinned to
     key_name: str = ""  # the upstream key's name in the gateway's secrets; "" = none
     role: str = "agent"
+    # most tokens the scope may use (signed, so a role cannot raise it); 0 = the gateway's
+    # own default (COWORKGYM_ROLLOUT_TOKEN_BUDGET)
+    token_budget: int = 0
 
 
 def _b64(data: bytes) -> str:

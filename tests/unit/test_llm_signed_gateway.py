@@ -77,3 +77,24 @@ def test_a_token_signed_with_another_key_or_naming_an_unknown_upstream_key_is_re
     assert chat(gateway, token(upstream, key_name="missing")).status_code == 401
     assert chat(gateway, token(upstream, key_name="../keys/upstream")).status_code == 401
     assert upstream.requests == []
+
+
+def test_the_budget_a_token_carries_is_the_one_the_gateway_holds_its_scope_to(
+    upstream: ScriptedServer, gateway: Gateway
+) -> None:
+    """An environment's token carries the environment's budget (signed, so the role cannot
+    raise it): 120 tokens per scripted reply against 200 admits two requests, not three."""
+    claims = TokenClaims(
+        scope="ns/env/uid", base_url=upstream.url, model="m", key_name="upstream",
+        role="builder", token_budget=200,
+    )  # fmt: skip
+    signed = mint(SIGNING, claims)
+    assert [chat(gateway, signed).status_code for _ in range(3)] == [200, 200, 429]
+    refused = chat(gateway, signed)
+    assert refused.json()["error"]["code"] == "budget_exhausted"
+    assert "used 240 of its 200 tokens" in refused.json()["error"]["message"]
+    assert len(upstream.requests) == 2
+    # a token without a budget is held to the gateway's own (2,000,000 here)
+    other = mint(SIGNING, TokenClaims(scope="ns/other", base_url=upstream.url, model="m",
+                                      key_name="upstream"))  # fmt: skip
+    assert [chat(gateway, other).status_code for _ in range(3)] == [200, 200, 200]
