@@ -12,7 +12,12 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .api.batch import BATCH_PLURAL, ResolvedEnvironment, RolloutBatchSpec
+from .api.batch import (
+    BATCH_PLURAL,
+    EnvironmentSelection,
+    ResolvedEnvironment,
+    RolloutBatchSpec,
+)
 from .api.types import GROUP, PLURAL, VERSION
 from .batch_builders import LABEL_BATCH, Manifest
 from .kube import Kube, merge_patch
@@ -64,9 +69,15 @@ class BatchKube:
     def resolve(
         self, namespace: str, spec: RolloutBatchSpec
     ) -> tuple[list[ResolvedEnvironment] | None, dict[str, str]]:
+        return self.resolve_selection(namespace, spec.environments)
+
+    def resolve_selection(
+        self, namespace: str, selection: EnvironmentSelection
+    ) -> tuple[list[ResolvedEnvironment] | None, dict[str, str]]:
         """The Released environments the selection takes, and the named ones that are
-        missing or not Released (with their phase). A manifest: (None, {})."""
-        selection = spec.environments
+        missing or not Released (with their phase). A manifest: (None, {}). A
+        RolloutBatch's spec.environments and a TrainingRun's spec.rollout.environments
+        alike."""
         if selection.manifest_uri is not None:
             return None, {}
         if selection.selector is not None:

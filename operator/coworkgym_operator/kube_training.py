@@ -1,6 +1,7 @@
 """The Kubernetes calls of the TrainingRun controller: what it observes for the pure
-reconcile (the run, the RolloutBatch it names, its Jobs or RayJobs, the training pod's log
-tail, whether KubeRay is installed), and applying its plan. Synchronous, like kube.py."""
+reconcile (the run, the RolloutBatch it names or the environments its rounds roll out on,
+its Jobs or RayJobs, the training pod's log tail, whether KubeRay is installed), and
+applying its plan. Synchronous, like kube.py."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .api.batch import BATCH_PLURAL
+from .api.batch import BATCH_PLURAL, EnvironmentSelection
 from .api.training import TRAINING_PLURAL
 from .api.types import GROUP, VERSION
 from .kube import Kube, merge_patch
+from .kube_batch import BatchKube
 from .rayjob import RAY_GROUP, RAY_VERSION, RAYJOB_KIND, RAYJOB_PLURAL
 from .reconcile.environment import JobObservation
-from .reconcile.training import BatchSeen
+from .reconcile.training import BatchSeen, EnvironmentsSeen
 from .training_builders import LABEL_TRAINING, Manifest
 
 LOG_TAIL_LINES = 200
@@ -27,6 +29,7 @@ class TrainingKube:
     def __init__(self, kube: Kube, *, ray_enabled: bool = True) -> None:
         self.kube = kube
         self.custom = client.CustomObjectsApi(kube.api)
+        self.batches = BatchKube(kube)  # its environment lookup, shared with RolloutBatches
         # training.ray off: the operator has no RayJob rights, so it never asks
         self.ray_enabled = ray_enabled
         self._ray: tuple[float, bool] | None = None
@@ -79,6 +82,14 @@ class TrainingKube:
             kept=(status.get("counts") or {}).get("kept"),
             message=str(status.get("message") or ""),
         )
+
+    def resolve_environments(
+        self, namespace: str, selection: EnvironmentSelection
+    ) -> EnvironmentsSeen:
+        """spec.rollout.environments (names or a selector) as a RolloutBatch resolves its
+        spec.environments: the Released ones, and the named ones that are not."""
+        released, not_released = self.batches.resolve_selection(namespace, selection)
+        return EnvironmentsSeen(released=released or [], not_released=not_released)
 
     def observe_job(self, namespace: str, name: str) -> JobObservation:
         return self.kube.observe_job(namespace, name)

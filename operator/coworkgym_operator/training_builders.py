@@ -6,6 +6,13 @@ The training pod runs ``python -m coworkgym_operator.training_pod train``, which
 data and weights, runs ``cowork-gym train --config`` on the trainer's TrainConfig (built by
 ``train_config``: the one place the trainer's settings are spelled) and reports through its
 log and termination message (training_pod.py says how).
+
+With ``spec.rounds`` > 1 the same one pod runs the whole on-policy loop (``cowork-gym
+train --rounds``: serve the checkpoint on 127.0.0.1, roll it out on the released packages in
+the pod, train on the round's groups, next round); docs/training.md says why one pod. The
+loop's bookkeeping (rounds.json, each round's status and rollouts) is mirrored to
+``<output>/loop/`` after each round and staged back first, so a new pod (a retry, a resume
+after suspend) goes on from the last finished round.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .api.training import API_VERSION, TRAINING_KIND, TrainingRunSpec
+from .api.training import API_VERSION, TRAINING_KIND, RoundRollout, TrainingRunSpec
 from .batch_builders import child_name
 from .builders import (
     LABEL_EGRESS,
@@ -60,6 +67,15 @@ def data_uri_of_batch(output_uri: str, trajectories: str) -> str:
 # Where the pod stages what it reads, and where the trainer's run folder is (an emptyDir).
 WORK = "/tmp/train"
 CONFIG_FILE = f"{WORK}/config.json"
+PACKAGES = f"{WORK}/packages"  # a staged manifest of the rounds' packages
+LOOP = "loop"  # <output>/loop/: the on-policy loop's bookkeeping, for a resume
+# The rollouts of an on-policy round run their commands as plain subprocesses in the
+# training container, as a RolloutBatch's agent container does (coworkgym.rollout.pod):
+# bubblewrap would need user namespaces, which the hardened pod (non-root, no
+# capabilities, RuntimeDefault seccomp) does not allow. Unlike a RolloutBatch, whose agent,
+# user and verifier are separate pods, nothing then keeps the agent's commands from the
+# verifier's files or the pod's environment (docs/training.md says so).
+ROLLOUT_SANDBOX = "direct"
 
 
 def train_config(spec: TrainingRunSpec) -> Manifest:
@@ -81,7 +97,7 @@ def train_config(spec: TrainingRunSpec) -> Manifest:
     config: Manifest = {
         "objective": spec.objective,
         "model": _local(spec.model, "model"),
-        "data": [f"{WORK}/data"],
+        "data": [f"{WORK}/data"] if spec.rounds == 1 else [],
         "out": f"{WORK}/out",
         "checkpoint": f"{spec.output.uri.rstrip('/')}/checkpoints",
         "hyperparameters": {
@@ -111,24 +127,76 @@ def _local(location: str, name: str) -> str:
     return f"{WORK}/{name}" if location.startswith("s3://") else location
 
 
-def train_plan(spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings) -> Manifest:
+def train_plan(
+    spec: TrainingRunSpec,
+    data_uri: str,
+    settings: TrainingSettings,
+    packages: list[str] | None = None,
+) -> Manifest:
     """What the pod's reporter does (training_pod.train): stage ``stage`` (s3:// URI →
     local folder), write ``config`` to CONFIG_FILE, run ``argv``, then copy the run's
-    config, metrics log and status to ``output``."""
-    stage = {f"{WORK}/data": data_uri}
+    config, metrics log and status to ``output``.
+
+    With rounds > 1, ``data_uri`` is the s3:// manifest of spec.rollout.environments
+    (staged into PACKAGES) or empty, and ``packages`` the released packages' s3:// URIs
+    the controller resolved from names or a selector; ``rounds`` tells the reporter to
+    stage the loop's bookkeeping back, follow the rounds and mirror them to ``loop``, and
+    (with epochs instead of maxSteps) how many rollouts a round makes: ``packages`` ×
+    ``samples`` (a manifest's packages are counted once it is staged)."""
+    output = spec.output.uri.rstrip("/")
+    stage: dict[str, str] = {}
+    if spec.rounds == 1:
+        stage[f"{WORK}/data"] = data_uri
     for location, name in ((spec.model, "model"), (spec.teacher, "teacher")):
         if location and location.startswith("s3://"):
             stage[f"{WORK}/{name}"] = location
     keep = spec.selection.keep if spec.selection.method != "none" else 1.0
-    return {
-        "argv": [*_cli(settings), "train", "--config", CONFIG_FILE],
+    argv = [*_cli(settings), "train", "--config", CONFIG_FILE]
+    plan: Manifest = {
         "config": train_config(spec),
         "configFile": CONFIG_FILE,
         "stage": stage,
         "epochs": spec.hyperparameters.epochs,
         "keep": keep,
-        "output": spec.output.uri.rstrip("/"),
+        "output": output,
     }
+    if spec.rounds > 1:
+        assert spec.rollout is not None  # the spec's validator
+        inputs = list(packages or [])
+        if data_uri:  # a manifest: the pod reads its records' locations
+            stage[PACKAGES] = data_uri
+            inputs = [f"{PACKAGES}/{data_uri.rstrip('/').rsplit('/', 1)[-1]}"]
+        argv += ["--rounds", str(spec.rounds)]
+        for item in inputs:
+            argv += ["--packages", item]
+        options = {**rollout_options(spec.rollout), "sandbox": ROLLOUT_SANDBOX}
+        argv += ["--rollout-options", json.dumps(options, separators=(",", ":"))]
+        plan["rounds"] = {
+            "rounds": spec.rounds,
+            "samples": spec.rollout.samples_per_environment,
+            "packages": len(packages) if packages and not data_uri else None,
+            "manifest": inputs[0] if data_uri else None,
+            "loop": f"{output}/{LOOP}",
+        }
+    plan["argv"] = argv
+    return plan
+
+
+def rollout_options(rollout: RoundRollout) -> Manifest:
+    """spec.rollout as the trainer's RolloutSettings (coworkgym_training.trainer.rounds);
+    unset sampling fields stay the trainer's defaults."""
+    sampling = rollout.sampling
+    options: Manifest = {
+        "harness": rollout.harness,
+        "samples": rollout.samples_per_environment,
+        "max_steps": sampling.max_steps,
+        "temperature": sampling.temperature,
+    }
+    if sampling.max_tokens is not None:
+        options["max_tokens"] = sampling.max_tokens
+    if sampling.seed is not None:
+        options["seed"] = sampling.seed
+    return options
 
 
 def _cli(settings: TrainingSettings) -> list[str]:
@@ -212,7 +280,11 @@ def training_pod_spec(
 
 
 def train_container(
-    spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings, workers: int
+    spec: TrainingRunSpec,
+    data_uri: str,
+    settings: TrainingSettings,
+    workers: int,
+    packages: list[str] | None = None,
 ) -> Manifest:
     """The container that runs the trainer under training_pod's reporter."""
     env, env_from = store_env(settings)
@@ -225,7 +297,7 @@ def train_container(
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-            pod_input(train_plan(spec, data_uri, settings)),
+            pod_input(train_plan(spec, data_uri, settings, packages)),
             *env,
             *([pythonpath] if pythonpath else []),
         ],
@@ -244,15 +316,21 @@ def train_container(
 
 
 def training_job(
-    run: Manifest, spec: TrainingRunSpec, data_uri: str, start: int, settings: TrainingSettings
+    run: Manifest,
+    spec: TrainingRunSpec,
+    data_uri: str,
+    start: int,
+    settings: TrainingSettings,
+    packages: list[str] | None = None,
 ) -> Manifest:
-    """The plain Job: one pod on one node running every worker (Ray Train on a local Ray).
-    backoffLimit and activeDeadlineSeconds are the run's; a NaN loss (exit 3) fails the
-    Job at once through its podFailurePolicy instead of being retried."""
+    """The plain Job: one pod on one node running every worker (Ray Train on a local Ray),
+    and with rounds > 1 the whole on-policy loop. backoffLimit and activeDeadlineSeconds
+    are the run's; a NaN loss (exit 3) fails the Job at once through its podFailurePolicy
+    instead of being retried."""
     name = run["metadata"]["name"]
     labels = {LABEL_TRAINING: name, LABEL_STEP: "train", LABEL_EGRESS: "object-store"}
     volumes, _, _ = host_checkout(settings)
-    container = train_container(spec, data_uri, settings, spec.resources.workers)
+    container = train_container(spec, data_uri, settings, spec.resources.workers, packages)
     pod = training_pod_spec(settings, [container], volumes)
     job_spec: Manifest = {
         "backoffLimit": spec.backoff_limit,
@@ -348,6 +426,7 @@ __all__ = [
     "check_data_job",
     "check_job_name",
     "data_uri_of_batch",
+    "rollout_options",
     "train_config",
     "train_job_name",
     "train_plan",

@@ -14,6 +14,8 @@ from coworkgym_operator.api import training_crd
 from coworkgym_operator.api.training import (
     BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
+    DATA_REQUIRED,
+    DATA_WITH_ROUNDS,
     MODEL_URI,
     OBJECTIVES,
     ONE_DATA_SOURCE,
@@ -75,7 +77,7 @@ def test_every_spec_and_status_field_reads_like_a_manual(version: Node) -> None:
 
 def test_the_objective_and_selection_method_are_enums(spec: Node) -> None:
     assert spec["properties"]["objective"]["enum"] == list(OBJECTIVES)
-    assert spec["required"] == ["objective", "model", "data", "output"]
+    assert spec["required"] == ["objective", "model", "output"]  # data: CEL, by rounds
     method = spec["properties"]["selection"]["properties"]["method"]
     assert method["enum"] == ["nll", "rsr", "none"]
 
@@ -93,7 +95,8 @@ def test_the_cel_rules_carry_the_models_messages(spec: Node) -> None:
         for r in node.get("x-kubernetes-validations", [])
     }
     for message in (DATA_NOT_S3, MODEL_URI, ONE_DATA_SOURCE, OPD_NEEDS_TEACHER, OUTPUT_NOT_S3,
-                    ROUNDS_NEED_ROLLOUT, BATCH_BELOW_WORKERS):  # fmt: skip
+                    ROUNDS_NEED_ROLLOUT, DATA_REQUIRED, DATA_WITH_ROUNDS,
+                    BATCH_BELOW_WORKERS):  # fmt: skip
         assert message in messages
 
 
@@ -112,6 +115,11 @@ def test_printer_columns(version: Node) -> None:
         ({"model": "Qwen/Qwen3-0.6B"}, MODEL_URI),
         ({"objective": "opd"}, OPD_NEEDS_TEACHER),
         ({"rounds": 2}, ROUNDS_NEED_ROLLOUT),
+        ({"data": None}, DATA_REQUIRED),
+        (
+            {"objective": "grpo", "rounds": 2, "rollout": {"environments": {"names": ["a"]}}},
+            DATA_WITH_ROUNDS,
+        ),
         ({"output": {"uri": "/out"}}, OUTPUT_NOT_S3),
         ({"objective": "dpo"}, "Input should be 'sft', 'grpo' or 'opd'"),
         ({"hyperparameters": {"batchSize": 1}, "resources": {"workers": 2}}, BATCH_BELOW_WORKERS),
@@ -126,7 +134,7 @@ def test_the_models_refuse_with_the_same_message(overrides: dict[str, Any], mess
 def test_a_full_spec_round_trips() -> None:
     body = spec_of(
         objective="grpo",
-        data={"rolloutBatch": {"name": "tiny-batch", "trajectories": "all"}},
+        data=None,
         selection={"method": "nll", "keep": 0.7},
         hyperparameters={"learningRate": 2e-5, "maxSteps": 10, "klCoefficient": 0.01},
         resources={"workers": 2, "gpusPerWorker": 1, "memoryPerWorker": "16Gi"},

@@ -1,18 +1,22 @@
 """The TrainingRun reconcile, a pure function: data → train → done on the Job and RayJob
 paths, suspend and resume, the failures with their field-named reasons, NaN loss keeping
-the last good checkpoint, and the same plan for the same observation (idempotent)."""
+the last good checkpoint, the on-policy rounds (environments resolved, one Job running the
+loop, the round in the progress), and the same plan for the same observation (idempotent)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from coworkgym_operator.api.batch import ResolvedEnvironment
 from coworkgym_operator.reconcile.environment import JobObservation
 from coworkgym_operator.reconcile.pods import PodStart
 from coworkgym_operator.reconcile.training import (
     BatchSeen,
+    EnvironmentsSeen,
     TrainingObserved,
     TrainingPlan,
     last_report,
@@ -310,11 +314,124 @@ def test_an_invalid_spec_fails_naming_the_field() -> None:
     assert not plan.create
 
 
-def test_rounds_are_refused_until_the_on_policy_loop_exists() -> None:
-    rollout = {"environments": {"names": ["a"]}}
-    plan = step(run_of(objective="grpo", rounds=2, rollout=rollout))
-    assert cond(plan, "Failed")["reason"] == "OnPolicyRoundsUnsupported"
-    assert cond(plan, "Failed")["message"].startswith("spec.rounds is 2")
+# ---- the on-policy loop (rounds > 1) ---------------------------------------------------------
+ENV_A = ResolvedEnvironment(name="env-a", uri="s3://releases/env-a/pkg", digest="sha256:a")
+ENV_B = ResolvedEnvironment(name="env-b", uri="s3://releases/env-b/pkg", digest="sha256:b")
+
+
+def rounds_run(environments: dict[str, Any] | None = None) -> dict[str, Any]:
+    rollout = {"environments": environments or {"names": ["env-a", "env-b"]},
+               "samplesPerEnvironment": 2}  # fmt: skip
+    run = run_of(objective="grpo", rounds=2, rollout=rollout)
+    del run["spec"]["data"]
+    return run
+
+
+def argv_of(job_manifest: dict[str, Any]) -> list[str]:
+    (container,) = job_manifest["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    return list(json.loads(env["COWORKGYM_POD_INPUT"])["argv"])
+
+
+def test_rounds_wait_for_the_environments_then_run_the_loop_in_one_job() -> None:
+    run = rounds_run()
+    plan = step(run)  # not looked up yet
+    assert cond(plan, "DataReady")["reason"] == "WaitingForEnvironments"
+    assert not plan.create
+    pending = EnvironmentsSeen(released=[ENV_A], not_released={"env-b": "Verifying"})
+    plan = step(run, environments=pending)
+    assert cond(plan, "DataReady")["status"] == "Unknown"
+    assert "env-b (Verifying)" in cond(plan, "DataReady")["message"]
+    assert plan.status["phase"] == "WaitingForData" and not plan.create
+    released = EnvironmentsSeen(released=[ENV_A, ENV_B])
+    plan = step(run, environments=released, ray_available=True)  # one pod: never a RayJob
+    ready = cond(plan, "DataReady")
+    assert (ready["status"], ready["reason"]) == ("True", "EnvironmentsResolved")
+    assert ready["message"] == "2 rounds on 2 released environment(s): env-a, env-b"
+    assert [e["name"] for e in plan.status["environments"]] == ["env-a", "env-b"]
+    (created,) = plan.create
+    assert created["kind"] == "Job" and plan.status["backend"] == "Job"
+    argv = argv_of(created)
+    assert argv[argv.index("--rounds") + 1] == "2"
+    packages = [argv[i + 1] for i, a in enumerate(argv) if a == "--packages"]
+    assert packages == ["s3://releases/env-a/pkg", "s3://releases/env-b/pkg"]
+    options = json.loads(argv[argv.index("--rollout-options") + 1])
+    assert options["samples"] == 2 and options["sandbox"] == "direct"
+    # resolved once: a later observation (env-b gone) changes nothing of the plan
+    again = step(run, train_job=job("tiny-train-1", "missing"),
+                 existing_children=frozenset({"Job/tiny-train-1"}))  # fmt: skip
+    assert [e["name"] for e in again.status["environments"]] == ["env-a", "env-b"]
+    assert not again.create
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Rejected"])
+def test_a_named_environment_that_will_never_be_released_fails_the_run(phase: str) -> None:
+    seen = EnvironmentsSeen(released=[ENV_A], not_released={"env-b": phase})
+    plan = step(rounds_run(), environments=seen)
+    failed = cond(plan, "Failed")
+    assert failed["reason"] == "EnvironmentsNotReleased"
+    assert failed["message"].startswith(f"spec.rollout.environments.names: env-b ({phase})")
+    assert cond(plan, "DataReady")["status"] == "False" and not plan.create
+
+
+def test_a_named_environment_that_does_not_exist_fails_after_the_grace_time() -> None:
+    seen = EnvironmentsSeen(released=[ENV_A], not_released={"env-b": "not found"})
+    young = TrainingObserved(environments=seen, now=NOW, created_at=NOW)
+    run = rounds_run()
+    assert cond(reconcile_training(run, young, SETTINGS), "DataReady")["status"] == "Unknown"
+    old = TrainingObserved(environments=seen, now=NOW, created_at=NOW - timedelta(seconds=600))
+    failed = cond(reconcile_training(run, old, SETTINGS), "Failed")
+    assert failed["reason"] == "EnvironmentsNotReleased"
+    assert "no CoworkEnvironment env-b in this namespace" in failed["message"]
+
+
+def test_a_selector_that_matches_nothing_released_yet_keeps_waiting() -> None:
+    run = rounds_run({"selector": {"matchLabels": {"suite": "weather"}}})
+    plan = step(run, environments=EnvironmentsSeen(released=[]))
+    assert cond(plan, "DataReady")["reason"] == "WaitingForEnvironments"
+    assert "no Released environment" in cond(plan, "DataReady")["message"]
+    assert cond(plan, "Failed")["status"] == "False"
+
+
+def test_a_manifest_of_packages_needs_no_lookup_and_is_staged_by_the_pod() -> None:
+    run = rounds_run({"manifestUri": "s3://synth/out/manifest.jsonl"})
+    plan = step(run)
+    assert cond(plan, "DataReady")["reason"] == "EnvironmentsResolved"
+    assert plan.status["dataUri"] == "s3://synth/out/manifest.jsonl"
+    assert "environments" not in plan.status
+    argv = argv_of(plan.create[0])
+    assert argv[argv.index("--packages") + 1] == "/tmp/train/packages/manifest.jsonl"
+
+
+def test_the_rounds_show_in_the_progress_and_in_the_end_message() -> None:
+    run = rounds_run()
+    step(run, environments=EnvironmentsSeen(released=[ENV_A, ENV_B]))
+    report = {"step": 3, "totalSteps": 8, "round": 1, "rounds": 2, "metrics": {"loss": 1.5}}
+    running = job("tiny-train-1", "running", start=started())
+    children = frozenset({"Job/tiny-train-1"})
+    plan = step(run, train_job=running, report=report, existing_children=children)
+    progress = plan.status["progress"]
+    assert (progress["round"], progress["rounds"], progress["summary"]) == (
+        1, 2, "round 1/2, step 3/8")  # fmt: skip
+    assert plan.status["message"] == "training, round 1/2, step 3/8"
+    report = {**report, "step": 5, "round": 2}
+    plan = step(run, train_job=running, report=report, existing_children=children)
+    assert plan.status["progress"]["summary"] == "round 2/2, step 5/8"
+    result = {"ok": True, "step": 8, "totalSteps": 8, "round": 2, "rounds": 2,
+              "metrics": {"loss": 0.5},
+              "checkpoint": "s3://runs/tiny/checkpoints/round-001/step-000004"}  # fmt: skip
+    plan = step(run, train_job=job("tiny-train-1", "succeeded", result))
+    assert plan.status["phase"] == "Succeeded"
+    assert plan.status["checkpointUri"] == result["checkpoint"]
+    assert plan.status["message"].startswith("trained 2 rounds, 8/8 steps, loss 0.5")
+
+
+def test_the_same_rounds_observation_gives_the_same_plan() -> None:
+    run = rounds_run()
+    observed = TrainingObserved(environments=EnvironmentsSeen(released=[ENV_A]), now=NOW)
+    first = reconcile_training(run, observed, SETTINGS)
+    second = reconcile_training(run, observed, SETTINGS)
+    assert first.status == second.status and first.create == second.create
 
 
 # ---- the log ---------------------------------------------------------------------------------

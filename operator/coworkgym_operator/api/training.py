@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .batch import EnvironmentSelection, Sampling, _Spec
+from .batch import EnvironmentSelection, ResolvedEnvironment, Sampling, _Spec
 from .types import GROUP, VERSION, Condition, _Status
 
 TRAINING_KIND = "TrainingRun"
@@ -46,6 +46,14 @@ OPD_NEEDS_TEACHER = "spec.teacher is required when spec.objective is opd (the te
 ROUNDS_NEED_ROLLOUT = (
     "spec.rounds > 1 needs spec.rollout (how each round rolls the current checkpoint out) "
     "and an on-policy objective (grpo or opd)"
+)
+DATA_REQUIRED = (
+    "spec.data is required when spec.rounds is 1 (a RolloutBatch reference or an s3:// "
+    "dataset to train on)"
+)
+DATA_WITH_ROUNDS = (
+    "spec.data is not read when spec.rounds > 1: each round trains on its own rollouts of "
+    "spec.rollout.environments; remove spec.data"
 )
 BATCH_BELOW_WORKERS = (
     "spec.hyperparameters.batchSize must be at least spec.resources.workers (every worker "
@@ -220,7 +228,11 @@ class TrainingRunSpec(_Spec):
         max_length=1024,
         description="opd only: the teacher's weights (s3:// URI or absolute path).",
     )
-    data: DataSource = Field(description="Where the trajectories come from.")
+    data: DataSource | None = Field(
+        None,
+        description="Where the trajectories come from (rounds = 1; required then). An "
+        "on-policy run (rounds > 1) trains on each round's own rollouts and has none.",
+    )
     selection: Selection = Field(
         default_factory=Selection, description="Which trajectories are trained on."
     )
@@ -235,7 +247,8 @@ class TrainingRunSpec(_Spec):
         ge=1,
         le=MAX_ROUNDS,
         description="On-policy rounds (grpo, opd): each serves the latest checkpoint, rolls "
-        "it out and trains on the result. More than 1 needs spec.rollout.",
+        "it out on spec.rollout.environments and trains on the result, all in one training "
+        "pod; checkpoints/round-<r>/ per round. More than 1 needs spec.rollout, no spec.data.",
     )
     rollout: RoundRollout | None = Field(
         None, description="How each round rolls out (rounds > 1 only)."
@@ -285,6 +298,10 @@ class TrainingRunSpec(_Spec):
             raise ValueError(OPD_NEEDS_TEACHER)
         if self.rounds > 1 and (self.rollout is None or self.objective not in ON_POLICY):
             raise ValueError(ROUNDS_NEED_ROLLOUT)
+        if self.rounds == 1 and self.data is None:
+            raise ValueError(DATA_REQUIRED)
+        if self.rounds > 1 and self.data is not None:
+            raise ValueError(DATA_WITH_ROUNDS)
         if self.hyperparameters.batch_size < self.resources.workers:
             raise ValueError(BATCH_BELOW_WORKERS)
         return self
@@ -300,8 +317,18 @@ class Progress(_Status):
     step: int = Field(0, ge=0, description="Optimizer steps done.")
     total_steps: int | None = Field(None, ge=0, description="Steps planned (once known).")
     epoch: float | None = Field(None, ge=0, description="Epochs done (fractional).")
-    round: int | None = Field(None, ge=0, description="The on-policy round (rounds > 1).")
-    summary: str = Field("", description="step/total at a glance, e.g. 120/400, for kubectl get.")
+    round: int | None = Field(
+        None,
+        ge=0,
+        description="rounds > 1: the on-policy round running (or the last one, once "
+        "ended), counted from 1; rounds finished earlier are not rerun after a resume.",
+    )
+    rounds: int | None = Field(None, ge=1, description="rounds > 1: the rounds planned.")
+    summary: str = Field(
+        "",
+        description="step/total at a glance, e.g. 120/400 (with rounds: round 2/3, "
+        "step 120/400), for kubectl get.",
+    )
     last_report_time: str | None = Field(
         None, description="When the controller last saw the step advance (RFC 3339)."
     )
@@ -331,7 +358,14 @@ class TrainingRunStatus(_Status):
     job_name: str | None = Field(None, description="The Job or RayJob running the training.")
     starts: int = Field(0, ge=0, description="Times the training was started (resumes count).")
     data_uri: str | None = Field(
-        None, description="The trajectories trained on (resolved from spec.data)."
+        None,
+        description="The trajectories trained on (resolved from spec.data); with rounds, "
+        "the manifest of spec.rollout.environments.manifestUri, if that is the selection.",
+    )
+    environments: list[ResolvedEnvironment] | None = Field(
+        None,
+        description="rounds > 1 with names or a selector: the released environments every "
+        "round rolls out on, resolved once, when the run leaves the data step.",
     )
     progress: Progress = Field(default_factory=Progress, description="Step of total.")
     metrics: dict[str, float] = Field(

@@ -5,10 +5,13 @@ Every condition is always present, with a reason and a message, and the generati
 computed from.
 
 - DataReady   the trajectories are there: the referenced RolloutBatch is Complete and
-              succeeded, or the s3:// dataset exists
-              (Unknown: WaitingForBatch, CheckingDataset; True: BatchComplete,
-              DatasetFound; False: BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
-              NotReached)
+              succeeded, or the s3:// dataset exists; with rounds > 1, the environments
+              each round rolls out on are resolved (every named one Released, or a
+              manifest given)
+              (Unknown: WaitingForBatch, CheckingDataset, WaitingForEnvironments;
+              True: BatchComplete, DatasetFound, EnvironmentsResolved; False:
+              BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
+              EnvironmentsNotReleased, NotReached)
 - Running     the training Job (or RayJob) is running now
               (Unknown: Starting, the pod is not running yet; True: Training;
               False: Waiting, Suspended, Finished, NotReached)
@@ -18,7 +21,7 @@ computed from.
               InvalidSpec, BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
               PodCannotStart, NaNLoss, NoExamples (the data gave nothing to train on),
               BackoffLimitExceeded, DeadlineExceeded, TrainerFailed,
-              OnPolicyRoundsUnsupported (False: InProgress, Succeeded)
+              EnvironmentsNotReleased (False: InProgress, Succeeded)
 - Complete    the run reached its outcome, whichever: True with Succeeded or Failed, so
               that ``kubectl wait --for=condition=Complete`` returns for every outcome, as
               for the other kinds (False: InProgress)
@@ -62,7 +65,9 @@ class TrainingReason(StrEnum):
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     TRAINER_FAILED = "TrainerFailed"
-    ROUNDS_UNSUPPORTED = "OnPolicyRoundsUnsupported"
+    WAITING_FOR_ENVIRONMENTS = "WaitingForEnvironments"
+    ENVIRONMENTS_RESOLVED = "EnvironmentsResolved"
+    ENVIRONMENTS_NOT_RELEASED = "EnvironmentsNotReleased"
 
 
 class TrainingPhase(StrEnum):

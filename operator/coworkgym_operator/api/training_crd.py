@@ -5,9 +5,10 @@
     python -m coworkgym_operator.api.training_crd --check    # exit 1 if either has drifted
 
 What the API server refuses: an unknown objective or selection method (enums), data given
-in none or both of the two ways, a dataset, output or model that is not where a pod can
-read it, opd without a teacher, rounds > 1 without a rollout spec or with sft, and a change
-of spec other than suspend, activeDeadlineSeconds and ttlSecondsAfterFinished. Each CEL
+in none or both of the two ways (or missing with rounds 1, given with rounds > 1), a
+dataset, output or model that is not where a pod can read it, opd without a teacher,
+rounds > 1 without a rollout spec or with sft, and a change of spec other than suspend,
+activeDeadlineSeconds and ttlSecondsAfterFinished. Each CEL
 message is the models' own, so the API server and the operator (which checks the models
 again: an older CRD) say the same thing.
 """
@@ -22,6 +23,8 @@ from .batch import ONE_SELECTION
 from .training import (
     BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
+    DATA_REQUIRED,
+    DATA_WITH_ROUNDS,
     MODEL_URI,
     ON_POLICY,
     ONE_DATA_SOURCE,
@@ -87,6 +90,18 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
             "reason": "FieldValueInvalid",
         },
         {
+            "rule": "self.rounds > 1 || has(self.data)",
+            "message": DATA_REQUIRED,
+            "fieldPath": ".data",
+            "reason": "FieldValueRequired",
+        },
+        {
+            "rule": "self.rounds <= 1 || !has(self.data)",
+            "message": DATA_WITH_ROUNDS,
+            "fieldPath": ".data",
+            "reason": "FieldValueForbidden",
+        },
+        {
             "rule": "!has(self.resources) || (has(self.hyperparameters) ? "
             f"self.hyperparameters.batchSize : {_DEFAULT_BATCH}) >= self.resources.workers",
             "message": BATCH_BELOW_WORKERS,
@@ -131,7 +146,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "name": "Progress",
         "type": "string",
         "jsonPath": ".status.progress.summary",
-        "description": "optimizer steps done/planned",
+        "description": "optimizer steps done/planned; with rounds, the round r/N first",
     },
     {"name": "Loss", "type": "number", "jsonPath": ".status.metrics.loss"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message"},

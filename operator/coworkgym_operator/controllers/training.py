@@ -57,10 +57,13 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
         spec: TrainingRunSpec | None = TrainingRunSpec.model_validate(run.get("spec") or {})
     except ValidationError:
         spec = None  # the reconcile says why
-    batch = check_job = train_job = rayjob = None
+    batch = check_job = train_job = rayjob = environments = None
     report = result = None
     if spec is not None and status.step == "data":
-        if spec.data.rollout_batch is not None:
+        if spec.rollout is not None and spec.rounds > 1:
+            if spec.rollout.environments.manifest_uri is None:  # a manifest: the pod reads it
+                environments = tk.resolve_environments(namespace, spec.rollout.environments)
+        elif spec.data is not None and spec.data.rollout_batch is not None:
             batch = tk.read_batch(namespace, spec.data.rollout_batch.name)
         else:
             check_job = tk.observe_job(namespace, check_job_name(name))
@@ -80,6 +83,7 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
     ray = status.backend == "RayJob" or (status.backend is None and tk.ray_available())
     return TrainingObserved(
         batch=batch,
+        environments=environments,
         check_job=check_job,
         train_job=train_job,
         rayjob=rayjob,

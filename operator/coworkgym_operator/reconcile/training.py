@@ -9,6 +9,11 @@ plans the same, and a restarted operator duplicates nothing.
 
     data (the batch Complete, or the s3:// dataset found) ─▶ train (Job or RayJob) ─▶ done
 
+An on-policy run (rounds > 1) has no data to wait for: its data step resolves the released
+environments every round rolls out on (a manifest is taken as it is; named or selected
+CoworkEnvironments must be Released), and its training is one plain Job whose pod runs the
+whole loop and reports the round with each status line (training_builders says how).
+
 Suspend deletes the training Job (or RayJob); resuming starts a new one (start + 1) that
 resumes from the last checkpoint in spec.output. A NaN loss, a dataset that is not there,
 a batch that failed, a pod that cannot start: Failed, with a reason naming the field.
@@ -26,6 +31,7 @@ from pydantic import ValidationError
 
 from coworkgym.spec import spec_problems
 
+from ..api.batch import ResolvedEnvironment
 from ..api.training import Progress, TrainingRunSpec, TrainingRunStatus
 from ..api.training_conditions import TrainingReason as R
 from ..rayjob import build_rayjob, rayjob_name, rayjob_outcome
@@ -61,6 +67,19 @@ class BatchSeen:
     message: str = ""
 
 
+# CoworkEnvironment phases after which an environment is never Released (api/conditions.py)
+NEVER_RELEASED = ("Failed", "Rejected")
+
+
+@dataclass(frozen=True)
+class EnvironmentsSeen:
+    """rounds > 1 with names or a selector: the Released environments the selection takes,
+    and the named ones missing or not Released (name → phase, or "not found")."""
+
+    released: list[ResolvedEnvironment]
+    not_released: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class TrainingObserved:
     """What the controller saw. ``report``: the last status line of the training pod's log
@@ -68,6 +87,7 @@ class TrainingObserved:
     driver prints it; a plain Job's pod also leaves it in its termination message)."""
 
     batch: BatchSeen | None = None
+    environments: EnvironmentsSeen | None = None
     check_job: JobObservation | None = None
     train_job: JobObservation | None = None
     rayjob: Manifest | None = None
@@ -153,28 +173,75 @@ def reconcile_training(
     except ValidationError as exc:
         state.fail(R.INVALID_SPEC, "; ".join(spec_problems(exc, "spec.")))
         return _finish(state, run, observed, None, before)
-    if spec.rounds > 1:
-        state.fail(
-            R.ROUNDS_UNSUPPORTED,
-            f"spec.rounds is {spec.rounds}: this operator runs one round (the data given); "
-            "the on-policy loop (serve, roll out, train per round) is not built yet. Set "
-            "rounds to 1.",
-        )
-        return _finish(state, run, observed, spec, before)
-
     if state.status.step == "data":
-        _data(state, run, spec, observed, settings, meta)
+        if spec.rounds > 1:
+            _environments(state, spec, observed, settings)
+        else:
+            _data(state, run, spec, observed, settings, meta)
     else:
-        state.data = _data_done(spec, state.status.data_uri or "")
+        state.data = _data_done(spec, state.status)
     if state.failure is None and state.status.step == "train":
         _train(state, run, spec, observed, settings)
     return _finish(state, run, observed, spec, before)
 
 
-def _data_done(spec: TrainingRunSpec, uri: str) -> Cond:
+def _data_done(spec: TrainingRunSpec, status: TrainingRunStatus) -> Cond:
+    uri = status.data_uri or ""
+    if spec.data is None:  # rounds > 1: the environments each round rolls out on
+        if status.environments is not None:
+            names = ", ".join(e.name for e in status.environments)
+            what = f"{len(status.environments)} released environment(s): {names}"
+        else:
+            what = f"the packages of the manifest {uri}"
+        return ("True", R.ENVIRONMENTS_RESOLVED, f"{spec.rounds} rounds on {what}")
     if spec.data.rollout_batch is not None:
         return ("True", R.BATCH_COMPLETE, f"RolloutBatch {spec.data.rollout_batch.name}: {uri}")
     return ("True", R.DATASET_FOUND, uri)
+
+
+def _environments(
+    state: _State, spec: TrainingRunSpec, observed: TrainingObserved, settings: TrainingSettings
+) -> None:
+    """rounds > 1: resolve spec.rollout.environments once, as a RolloutBatch does."""
+    assert spec.rollout is not None  # the spec's validator
+    selection = spec.rollout.environments
+    status = state.status
+    if selection.manifest_uri is not None:  # the pod reads it (a missing one fails there)
+        status.data_uri = selection.manifest_uri
+        status.step = "train"
+        state.data = _data_done(spec, status)
+        return
+    seen = observed.environments
+    if seen is None:
+        state.data = ("Unknown", R.WAITING_FOR_ENVIRONMENTS, "looking up the environments")
+        return
+    ended = sorted(n for n, phase in seen.not_released.items() if phase in NEVER_RELEASED)
+    if ended:
+        listed = ", ".join(f"{n} ({seen.not_released[n]})" for n in ended)
+        message = (
+            f"spec.rollout.environments.names: {listed} will never be Released; name "
+            "Released CoworkEnvironments"
+        )
+        _data_failed(state, R.ENVIRONMENTS_NOT_RELEASED, message)
+        return
+    if seen.not_released or not seen.released:
+        waited = _age(observed)
+        grace = settings.operator.stage_start_grace_seconds
+        missing = sorted(n for n, phase in seen.not_released.items() if phase == "not found")
+        if missing and waited is not None and waited >= grace:
+            message = (
+                f"spec.rollout.environments.names: no CoworkEnvironment {', '.join(missing)} "
+                f"in this namespace (waited {grace:g} s); name existing environments"
+            )
+            _data_failed(state, R.ENVIRONMENTS_NOT_RELEASED, message)
+            return
+        pending = ", ".join(f"{n} ({p})" for n, p in sorted(seen.not_released.items()))
+        why = f"waiting for {pending} to be Released" if pending else "no Released environment"
+        state.data = ("Unknown", R.WAITING_FOR_ENVIRONMENTS, f"spec.rollout.environments: {why}")
+        return
+    status.environments = list(seen.released)
+    status.step = "train"
+    state.data = _data_done(spec, status)
 
 
 def _data(
@@ -185,6 +252,7 @@ def _data(
     settings: TrainingSettings,
     meta: Manifest,
 ) -> None:
+    assert spec.data is not None  # rounds 1: the spec's validator
     ref = spec.data.rollout_batch
     if ref is not None:
         _data_from_batch(state, spec, observed, settings, meta)
@@ -229,7 +297,7 @@ def _data_from_batch(
     settings: TrainingSettings,
     meta: Manifest,
 ) -> None:
-    ref = spec.data.rollout_batch
+    ref = spec.data.rollout_batch if spec.data is not None else None
     assert ref is not None
     batch = observed.batch
     namespace = meta.get("namespace", "")
@@ -279,7 +347,7 @@ def _data_failed(state: _State, reason: R, message: str) -> None:
 def _data_ready(state: _State, spec: TrainingRunSpec, uri: str) -> None:
     state.status.data_uri = uri
     state.status.step = "train"
-    state.data = _data_done(spec, uri)
+    state.data = _data_done(spec, state.status)
 
 
 def _age(observed: TrainingObserved) -> float | None:
@@ -297,8 +365,9 @@ def _train(
     settings: TrainingSettings,
 ) -> None:
     status = state.status
-    if status.backend is None:
-        status.backend = "RayJob" if observed.ray_available and settings.ray == "auto" else "Job"
+    if status.backend is None:  # the on-policy loop runs in one pod: a plain Job
+        ray = observed.ray_available and settings.ray == "auto" and spec.rounds == 1
+        status.backend = "RayJob" if ray else "Job"
     kind = status.backend
     if spec.suspend:
         if status.job_name is not None:
@@ -333,7 +402,10 @@ def _create_training(state: _State, run: Manifest, spec: TrainingRunSpec,
         return
     data_uri = status.data_uri or ""
     if status.backend == "Job":
-        state.plan.create.append(training_job(run, spec, data_uri, status.starts, settings))
+        packages = [e.uri for e in status.environments or []]
+        state.plan.create.append(
+            training_job(run, spec, data_uri, status.starts, settings, packages)
+        )
     else:
         view = {**run, "status": {**(run.get("status") or {}), "dataUri": data_uri}}
         state.plan.create.append(build_rayjob(view, settings, status.starts))
@@ -441,7 +513,7 @@ def _fold_report(state: _State, report: dict[str, Any] | None, now: datetime | N
     total = report.get("totalSteps")
     if isinstance(total, int):
         progress.total_steps = total
-    for key in ("epoch", "round"):
+    for key in ("epoch", "round", "rounds"):
         value = report.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             setattr(progress, key, value if key == "epoch" else int(value))
@@ -469,9 +541,13 @@ def _stamp(now: datetime) -> str:
 
 # ---- the status ------------------------------------------------------------------------------
 def _summary(progress: Progress) -> str:
+    steps = str(progress.step) if progress.step else ""
     if progress.total_steps:
-        return f"{progress.step}/{progress.total_steps}"
-    return str(progress.step) if progress.step else ""
+        steps = f"{progress.step}/{progress.total_steps}"
+    if progress.round is None or progress.rounds is None:
+        return steps
+    head = f"round {progress.round}/{progress.rounds}"
+    return f"{head}, step {steps}" if steps else head
 
 
 def _finish(
@@ -520,8 +596,10 @@ def _finish(
 def _done_message(status: TrainingRunStatus) -> str:
     loss = status.metrics.get("loss")
     tail = f", loss {loss:.4g}" if loss is not None else ""
-    steps = _summary(status.progress) or "0"
-    return f"trained {steps} steps{tail}; checkpoint {status.checkpoint_uri}"
+    progress = status.progress
+    steps = f"{progress.step}/{progress.total_steps}" if progress.total_steps else progress.step
+    rounds = f"{progress.rounds} rounds, " if progress.rounds else ""
+    return f"trained {rounds}{steps} steps{tail}; checkpoint {status.checkpoint_uri}"
 
 
 def _stalled_for(
@@ -546,7 +624,9 @@ def _message(status: TrainingRunStatus, state: _State, stalled: float | None = N
         return "suspended; resumes from the last checkpoint when spec.suspend is false"
     where = _summary(status.progress)
     if state.activity == "training":
-        text = f"training, step {where}" if where else "training"
+        text = "training" if not where else f"training, {where}"
+        if where and status.progress.rounds is None:
+            text = f"training, step {where}"
         if stalled is not None:
             text += f"; no new step for {stalled / 60:.0f} min"
         return text
@@ -555,6 +635,7 @@ def _message(status: TrainingRunStatus, state: _State, stalled: float | None = N
 
 __all__ = [
     "BatchSeen",
+    "EnvironmentsSeen",
     "TrainingObserved",
     "TrainingPlan",
     "completed",

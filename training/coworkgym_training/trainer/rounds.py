@@ -46,6 +46,13 @@ class RolloutSettings(_Config):
     timeout_s: float = Field(600.0, gt=0, description="wall-clock limit per rollout")
     workers: int = Field(2, ge=1, description="rollouts at once")
     seed: int | None = Field(0, description="sampling seed (+ the sample number)")
+    sandbox: Literal["bwrap", "direct"] = Field(
+        "bwrap",
+        description="where the agent's and the verifier's commands run: bwrap (a bubblewrap "
+        "sandbox per command) or direct (plain subprocesses: for a pod that is the sandbox "
+        "itself and cannot create user namespaces; nothing isolates the commands from the "
+        "pod's own files and processes then)",
+    )
 
 
 class RoundsConfig(_Config):
@@ -157,15 +164,18 @@ def _roll_out(config: RoundsConfig, index: int, model: Path, rollouts: Path) -> 
     from coworkgym.rollout.batch import RolloutBatch, find_packages, store_for
     from coworkgym.rollout.engine import RolloutEngine, RolloutLimits
     from coworkgym.rollout.harness import PolicyConfig
+    from coworkgym.sandbox.direct import DirectSandbox
 
     from ..serving import ChatServer
 
     settings = config.rollout
     sources = find_packages(config.packages)
     name = served_name(config, index)
+    limits = RolloutLimits(timeout_s=settings.timeout_s)
+    sandbox = DirectSandbox() if settings.sandbox == "direct" else None  # None: bwrap
     with (
         ChatServer(model, model_name=name, device=config.serve_device) as server,
-        RolloutEngine(limits=RolloutLimits(timeout_s=settings.timeout_s)) as engine,
+        RolloutEngine(sandbox=sandbox, limits=limits) as engine,
     ):
         policy = PolicyConfig(
             model=name,
