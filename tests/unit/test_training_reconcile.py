@@ -389,7 +389,10 @@ def test_a_selector_that_matches_nothing_released_yet_keeps_waiting() -> None:
     run = rounds_run({"selector": {"matchLabels": {"suite": "weather"}}})
     plan = step(run, environments=EnvironmentsSeen(released=[]))
     assert cond(plan, "DataReady")["reason"] == "WaitingForEnvironments"
-    assert "no Released environment" in cond(plan, "DataReady")["message"]
+    message = cond(plan, "DataReady")["message"]
+    assert message == (
+        "spec.rollout.environments: no Released environment matches the selector suite=weather yet"
+    )
     assert cond(plan, "Failed")["status"] == "False"
 
 

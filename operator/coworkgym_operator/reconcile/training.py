@@ -236,7 +236,10 @@ def _environments(
             _data_failed(state, R.ENVIRONMENTS_NOT_RELEASED, message)
             return
         pending = ", ".join(f"{n} ({p})" for n, p in sorted(seen.not_released.items()))
-        why = f"waiting for {pending} to be Released" if pending else "no Released environment"
+        why = f"waiting for {pending} to be Released"
+        if not pending and selection.selector is not None:
+            query = selection.selector.to_query() or "(everything)"
+            why = f"no Released environment matches the selector {query} yet"
         state.data = ("Unknown", R.WAITING_FOR_ENVIRONMENTS, f"spec.rollout.environments: {why}")
         return
     status.environments = list(seen.released)
