@@ -81,13 +81,14 @@ class Agent:
         self.config = config
         self.name = name
         self.clock = clock
+        self.usage = AgentUsage()  # of this agent's runs, as they go (a failed run's too)
 
     def run(self, system: str, task: str) -> AgentResult:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task},
         ]
-        usage = AgentUsage()
+        usage = self.usage
         deadline = self.clock() + self.config.stage_timeout_s
         tool_errors = 0
         for turn in range(1, self.config.max_turns + 1):

@@ -2,7 +2,11 @@
 
     python -m coworkgym.roles.job builder|verifier|detector|release
 
-Input: ``COWORKGYM_STAGE_INPUT`` (JSON: name, spec, iteration, feedback). Volumes: the
+Input: ``COWORKGYM_STAGE_INPUT`` (JSON: name, spec, iteration, feedback). A Builder or
+Verifier Constructor whose backend is ``llm`` runs its agent through the cluster's LLM
+gateway: ``COWORKGYM_GATEWAY_URL`` and the signed token ``COWORKGYM_GATEWAY_TOKEN``, which
+the operator hands the pod (never an upstream key); its model calls and tokens go into the
+result (``usage``), failed or not. Volumes: the
 Builder writes only ``$COWORKGYM_BUILDER_DIR``; the Verifier Constructor reads it and writes
 only ``$COWORKGYM_VERIFIER_DIR``; the Issue Detector reads both and writes only
 ``$COWORKGYM_SCRATCH_DIR``. Result: one small JSON object in the termination log (read by
@@ -29,7 +33,7 @@ from ..runtime.local import LocalRuntime
 from ..sandbox.direct import DirectSandbox
 from ..spec import EnvironmentSpec, spec_problems
 from . import io
-from .base import RoleError, RoleRequest
+from .base import Builder, RoleError, RoleRequest, VerifierConstructor
 from .procedural import ProceduralBuilder, ProceduralVerifierConstructor
 
 MAX_MESSAGE_BYTES = 4000  # Kubernetes keeps at most 4096 bytes of a termination message
@@ -40,12 +44,50 @@ def _dir(name: str, default: str) -> Path:
     return Path(os.environ.get(name, default))
 
 
-def _runtime() -> LocalRuntime:
+def _in_pod() -> bool:
     # Inside a pod, the pod is the sandbox (see coworkgym.sandbox.direct); locally the same
     # code can still use bubblewrap by setting COWORKGYM_STAGE_SANDBOX=bwrap.
-    if os.environ.get("COWORKGYM_STAGE_SANDBOX") == "bwrap":
-        return LocalRuntime()
-    return LocalRuntime(sandbox=DirectSandbox())
+    return os.environ.get("COWORKGYM_STAGE_SANDBOX") != "bwrap"
+
+
+def _runtime() -> LocalRuntime:
+    return LocalRuntime(sandbox=DirectSandbox()) if _in_pod() else LocalRuntime()
+
+
+def _llm_role(stage: str, spec: EnvironmentSpec, used: list[Any]) -> Any:
+    """The stage's LLM-backed role, through the cluster's gateway; None when the spec asks
+    for the procedural one. Appended to ``used``, whose usage the result reports."""
+    if getattr(spec.backends, stage).kind != "llm":
+        return None
+    from ..llm.session import GatewaySession  # the `llm` extra (openai): in the role image
+    from .llm import LLMBuilder, LLMVerifierConstructor, llm_settings
+
+    session = GatewaySession.from_env(
+        llm_settings(spec), stage_timeout_s=spec.budget.stage_timeout_seconds
+    )
+    if session is None:
+        raise RoleError(
+            f"spec.backends.{stage} is an llm backend, but this pod was given no LLM gateway "
+            "(COWORKGYM_GATEWAY_URL and a token): the operator needs the chart's "
+            "gateway.enabled",
+            retryable=False,
+        )
+    kind = LLMBuilder if stage == "builder" else LLMVerifierConstructor
+    role = kind(session, _runtime(), in_place=_in_pod())
+    used.append(role)
+    return role
+
+
+def usage_of(roles: list[Any]) -> dict[str, int] | None:
+    """The model calls and tokens of the stage's LLM roles; None when none ran."""
+    counted = [r.usage for r in roles if r.usage is not None]
+    if not counted:
+        return None
+    return {
+        "requests": sum(u.requests for u in counted),
+        "prompt_tokens": sum(u.prompt_tokens for u in counted),
+        "completion_tokens": sum(u.completion_tokens for u in counted),
+    }
 
 
 def _spec(wire: Any) -> EnvironmentSpec:
@@ -57,7 +99,9 @@ def _spec(wire: Any) -> EnvironmentSpec:
         raise RoleError(f"the spec is invalid: {problems}", retryable=False) from exc
 
 
-def run_stage(stage: str, payload: dict[str, Any]) -> dict[str, Any]:
+def run_stage(stage: str, payload: dict[str, Any], used: list[Any] | None = None) -> dict[str, Any]:
+    """One stage; the LLM roles it ran are appended to ``used`` (for their usage)."""
+    used = [] if used is None else used
     spec = _spec(payload["spec"])
     feedback = [Defect.model_validate(d) for d in payload.get("feedback", [])]
     request = RoleRequest(payload["name"], spec, int(payload.get("iteration", 0)), feedback)
@@ -68,7 +112,8 @@ def run_stage(stage: str, payload: dict[str, Any]) -> dict[str, Any]:
     match stage:
         case "builder":
             previous = io.builder_from_json(previous_built) if previous_built else None
-            built = ProceduralBuilder(_runtime()).build(request, previous)
+            builder: Builder = _llm_role(stage, spec, used) or ProceduralBuilder(_runtime())
+            built = builder.build(request, previous)
             io.save(builder_dir, io.builder_to_json(built))
             return {"stage": stage, "ok": True, "faults": built.faults}
         case "verifier":
@@ -77,7 +122,10 @@ def run_stage(stage: str, payload: dict[str, Any]) -> dict[str, Any]:
             old = io.load(verifier_dir)
             previous_v = io.verifier_from_json(old) if old else None
             built = io.builder_from_json(previous_built)
-            made = ProceduralVerifierConstructor().construct(request, built, previous_v)
+            constructor: VerifierConstructor = (
+                _llm_role(stage, spec, used) or ProceduralVerifierConstructor()
+            )
+            made = constructor.construct(request, built, previous_v)
             io.save(verifier_dir, io.verifier_to_json(made))
             return {"stage": stage, "ok": True, "faults": made.faults}
         case "detector":
@@ -135,9 +183,10 @@ def fit(result: dict[str, Any]) -> str:
 def main(argv: list[str]) -> int:
     stage = argv[0] if argv else ""
     log_path = Path(os.environ.get("COWORKGYM_TERMINATION_LOG", "/dev/termination-log"))
+    used: list[Any] = []
     try:
         payload = json.loads(os.environ["COWORKGYM_STAGE_INPUT"])
-        result = run_stage(stage, payload)
+        result = run_stage(stage, payload, used)
         code = 0
     except RoleError as exc:
         result, code = (
@@ -155,6 +204,9 @@ def main(argv: list[str]) -> int:
             },
             1,
         )
+    usage = usage_of(used)
+    if usage is not None:
+        result["usage"] = usage
     message = fit(result)
     print(message)
     with contextlib.suppress(OSError):  # outside a pod: no termination log; stdout has it

@@ -14,10 +14,16 @@ the Verifier Constructor it runs the verifier on the reference completion and on
 untouched workspace. Problems go back to the agent as a tool error, within its turn budget.
 The outputs are the same ``BuilderOutput`` / ``VerifierOutput`` the procedural backend
 makes, so both go through the same Issue Detector.
+
+In a stage pod (``in_place``) nothing can be bind-mounted: the role's directories are the
+pod's own emptyDirs at those very paths (/build, /app, /resources; /builder, /verifier,
+/app), so a path inside a shell command means what it says. Elsewhere they are temporary
+directories, mounted by the sandbox.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +45,8 @@ from .base import Builder, RoleError, RoleRequest, VerifierConstructor
 from .procedural import ProceduralBuilder, ProceduralVerifierConstructor
 
 if TYPE_CHECKING:  # the openai client is the `llm` extra: procedural-only installs lack it
-    from ..llm.session import LLMSession
+    from ..llm.agent import AgentUsage
+    from ..llm.session import LLMSession, RoleSession
 
 WORKDIR = "/app"  # where the package's workspace lives (templates.WORKDIR)
 
@@ -54,6 +61,30 @@ def _resources_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "resources"
 
 
+@contextmanager
+def _role_dirs(prefix: str, names: tuple[str, ...], in_place: bool) -> Iterator[list[Path]]:
+    """The role's directories, fresh: /<name> itself in place (a stage pod's emptyDirs),
+    else under a temporary directory."""
+    if in_place:
+        dirs = [Path("/") / name for name in names]
+        missing = [str(d) for d in dirs if not d.is_dir()]
+        if missing:
+            raise RoleError(f"this pod has no {', '.join(missing)} (the stage Job mounts them)")
+        for d in dirs:
+            for child in d.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        yield dirs
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        dirs = [Path(tmp) / name for name in names]
+        for d in dirs:
+            d.mkdir()
+        yield dirs
+
+
 def _problems(title: str, problems: list[str]) -> ToolResult:
     listed = "\n".join(f"- {p}" for p in problems)
     return ToolResult(f"error: {title}; fix these and call submit again:\n{listed}", ok=False)
@@ -64,13 +95,17 @@ class _Role:
 
     def __init__(
         self,
-        session: LLMSession,
+        session: RoleSession,
         runtime: LocalRuntime | None = None,
         sandbox: Sandbox | None = None,
+        *,
+        in_place: bool = False,
     ) -> None:
         self.session = session
         self._runtime = runtime
         self._sandbox = sandbox
+        self.in_place = in_place
+        self.usage: AgentUsage | None = None  # the model calls of the last run, once it ran
 
     @property
     def runtime(self) -> LocalRuntime:
@@ -100,6 +135,7 @@ class _Role:
                 self.session.agent_config(self.role),
                 name=f"{self.role}/{request.name}",
             )
+            self.usage = agent.usage  # counted as it goes: a failed run's calls count too
             agent.run(system, task)
 
 
@@ -108,10 +144,13 @@ class LLMBuilder(_Role):
 
     def build(self, request: RoleRequest, previous: BuilderOutput | None) -> BuilderOutput:
         grounder = ProceduralBuilder(self.runtime)
-        with tempfile.TemporaryDirectory(prefix="cwg-llm-builder-") as tmp:
-            build_dir, scratch = Path(tmp) / "build", Path(tmp) / "app"
-            build_dir.mkdir()
-            scratch.mkdir()
+        names = ("build", "app", "resources") if self.in_place else ("build", "app")
+        with _role_dirs("cwg-llm-builder-", names, self.in_place) as dirs:
+            build_dir, scratch = dirs[0], dirs[1]
+            resources = _resources_dir()
+            if self.in_place:  # a copy at the path the prompt names
+                shutil.copytree(resources, dirs[2], dirs_exist_ok=True)
+                resources = dirs[2]
             if previous is not None:
                 export_builder(previous, build_dir)
             accepted: list[BuilderOutput] = []
@@ -135,7 +174,7 @@ class LLMBuilder(_Role):
                 (
                     Mount(build_dir, "/build", writable=True),
                     Mount(scratch, WORKDIR, writable=True),
-                    Mount(_resources_dir(), "/resources"),
+                    Mount(resources, "/resources"),
                 ),
                 cwd="/build",
             )
@@ -161,10 +200,8 @@ class LLMVerifierConstructor(_Role):
         # result it did not see produced (and a job in its own pod has no Builder memory).
         reference = ProceduralBuilder(self.runtime).ground(built)
         check = SelfCheck(self.runtime, built, reference)
-        with tempfile.TemporaryDirectory(prefix="cwg-llm-verifier-") as tmp:
-            view, out, scratch = Path(tmp) / "builder", Path(tmp) / "verifier", Path(tmp) / "app"
-            for d in (view, out, scratch):
-                d.mkdir()
+        names = ("builder", "verifier", "app")
+        with _role_dirs("cwg-llm-verifier-", names, self.in_place) as (view, out, scratch):
             export_builder(built, view, reference=reference)
             if previous is not None:
                 export_verifier(previous, out)

@@ -6,6 +6,12 @@ Verifier Constructor mounts ``builder`` read-only and writes only ``verifier``; 
 Detector and the release step mount both read-only plus ``scratch``. Why PVCs rather than
 object storage: the roles then need no credentials at all, and read-only is enforced by
 the kubelet's mount, not by the role's good behaviour. Only the release Job talks to S3.
+
+A Builder or Verifier Constructor whose backend is ``llm`` calls the LLM gateway (its pod
+labelled egress=gateway, the one destination its NetworkPolicy admits) with a token the
+operator signed for this environment and role (a Secret, read by the pod's environment):
+the token names the upstream, the model, the name of the key the gateway holds, and the
+environment's token budget, which the gateway enforces. The pod never holds a key.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coworkgym.detector.defects import Defect
+from coworkgym.llm.signed_tokens import TokenClaims, mint
 from coworkgym.spec import EnvironmentSpec, ResourceRequirements, SandboxSettings
 
 from .api.types import GROUP, KIND, VERSION
@@ -28,6 +35,12 @@ MOUNTS: dict[str, list[tuple[str, bool]]] = {
     "verifier": [("builder", False), ("verifier", True)],
     "detector": [("builder", False), ("verifier", False), ("scratch", True)],
     "release": [("scratch", False)],
+}
+# an LLM-backed role's own directories, at the paths its prompt names (coworkgym.roles.llm:
+# a pod cannot bind-mount, so they are emptyDirs there)
+LLM_DIRS: dict[str, tuple[str, ...]] = {
+    "builder": ("build", "app", "resources"),
+    "verifier": ("builder", "verifier", "app"),
 }
 SANDBOX_UID = 10001
 LABEL_ENV = "coworkgym.dev/environment"
@@ -233,6 +246,46 @@ def network_policies(env: Manifest, settings: OperatorSettings) -> list[Manifest
     return isolation_policies(lambda suffix: _meta(env, f"{name}-{suffix}"), select, settings)
 
 
+def llm_stages(spec: EnvironmentSpec) -> list[str]:
+    """The stages whose role the spec backs by a model (they need the gateway)."""
+    return [stage for stage in LLM_DIRS if getattr(spec.backends, stage).kind == "llm"]
+
+
+def gateway_tokens_name(env_name: str) -> str:
+    return f"{env_name}-gateway-tokens"
+
+
+def token_scope(env: Manifest) -> str:
+    """What the gateway charges the environment's model calls to: the uid too, so that an
+    environment made again under the same name starts with its whole budget."""
+    meta = env["metadata"]
+    return f"{meta['namespace']}/{meta['name']}/{meta.get('uid', '')}"
+
+
+def gateway_tokens(env: Manifest, spec: EnvironmentSpec, settings: OperatorSettings) -> Manifest:
+    """One signed token per LLM-backed stage, keyed by stage (deterministic: the same
+    environment gives the same Secret after an operator restart)."""
+    data: dict[str, str] = {}
+    for stage in llm_stages(spec):
+        backend = getattr(spec.backends, stage)
+        claims = TokenClaims(
+            scope=token_scope(env),
+            base_url=str(backend.base_url),
+            model=str(backend.model),
+            key_name=backend.api_key_secret or "",
+            role=stage,
+            token_budget=settings.environment_token_budget,
+        )
+        data[stage] = mint(settings.gateway_signing_key, claims)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(env, gateway_tokens_name(env["metadata"]["name"])),
+        "stringData": data,
+    }
+
+
 def job_name(env_name: str, stage: str, iteration: int, attempt: int) -> str:
     """Deterministic, so a restarted operator finds the Job it created instead of adding one."""
     return f"{env_name}-{stage}-i{iteration}-a{attempt}"
@@ -267,7 +320,7 @@ def stage_job(
 ) -> Manifest:
     name = env["metadata"]["name"]
     sandbox = _sandbox(spec, settings)
-    uses_model = stage in ("builder", "verifier") and getattr(spec.backends, stage).kind == "llm"
+    uses_model = stage in llm_stages(spec)
     egress = {"release": "object-store"}.get(stage, "gateway" if uses_model else "none")
     pod_labels = {LABEL_ENV: name, LABEL_STAGE: stage, LABEL_SANDBOX: "true", LABEL_EGRESS: egress}
     env_vars: list[Manifest] = [
@@ -278,6 +331,10 @@ def stage_job(
         {"name": f"COWORKGYM_{v.upper()}_DIR", "value": f"/work/{v}"} for v in ROLE_VOLUMES
     ]
     env_from: list[Manifest] = []
+    if uses_model:
+        env_vars.append({"name": "COWORKGYM_GATEWAY_URL", "value": settings.gateway_url})
+        token = {"name": gateway_tokens_name(name), "key": stage}
+        env_vars.append({"name": "COWORKGYM_GATEWAY_TOKEN", "valueFrom": {"secretKeyRef": token}})
     if stage == "release":
         if settings.s3_endpoint:
             env_vars.append({"name": "COWORKGYM_S3_ENDPOINT", "value": settings.s3_endpoint})
@@ -286,6 +343,7 @@ def stage_job(
         if settings.s3_secret:  # only the release Job ever sees storage credentials
             env_from.append({"secretRef": {"name": settings.s3_secret}})
     resources = {"cpu": sandbox.resources.cpu, "memory": sandbox.resources.memory}
+    role_dirs = LLM_DIRS[stage] if uses_model else ()
     container: Manifest = {
         "name": "role",
         "image": sandbox.image,
@@ -299,7 +357,8 @@ def stage_job(
             {"name": vol, "mountPath": f"/work/{vol}", "readOnly": not writable}
             for vol, writable in MOUNTS[stage]
         ]
-        + [{"name": "tmp", "mountPath": "/tmp"}],
+        + [{"name": "tmp", "mountPath": "/tmp"}]
+        + [{"name": f"llm-{d}", "mountPath": f"/{d}"} for d in role_dirs],
     }
     if env_from:
         container["envFrom"] = env_from
@@ -314,6 +373,7 @@ def stage_job(
         for vol, writable in MOUNTS[stage]
     ]
     volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}})
+    volumes += [{"name": f"llm-{d}", "emptyDir": {"sizeLimit": "1Gi"}} for d in role_dirs]
     pod_spec = sandbox_pod(settings.sandbox_service_account, [container], volumes, sandbox)
     metadata = _meta(
         env,

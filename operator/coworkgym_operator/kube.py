@@ -142,6 +142,8 @@ class Kube:
                 self.core.create_namespaced_persistent_volume_claim(namespace, body)
             elif kind == "NetworkPolicy":
                 self.net.create_namespaced_network_policy(namespace, body)
+            elif kind == "Secret":  # the gateway tokens of LLM-backed stages
+                self.core.create_namespaced_secret(namespace, body)
             else:
                 raise ValueError(f"cannot create {kind}")
         except ApiException as exc:
@@ -160,6 +162,7 @@ class Kube:
             namespace, label_selector=selector
         )
         self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+        self.core.delete_collection_namespaced_secret(namespace, label_selector=selector)
 
 
 def _count_calls(api: client.ApiClient) -> None:

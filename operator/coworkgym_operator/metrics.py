@@ -61,6 +61,18 @@ JOB_FAILURES = Counter(
     [*ENV_LABELS, "stage"],
     registry=REGISTRY,
 )
+ROLE_TOKENS = Counter(
+    "coworkgym_role_tokens",
+    "Model tokens the LLM-backed roles used through the gateway, by kind (prompt, completion)",
+    [*ENV_LABELS, "role", "kind"],
+    registry=REGISTRY,
+)
+ROLE_REQUESTS = Counter(
+    "coworkgym_role_model_requests",
+    "Model calls of the LLM-backed roles through the gateway",
+    [*ENV_LABELS, "role"],
+    registry=REGISTRY,
+)
 RECONCILES = Counter(
     "coworkgym_reconcile", "Reconciles run", ["namespace", "kind"], registry=REGISTRY
 )

@@ -30,6 +30,13 @@ class OperatorSettings:
     store_port: int = 443
     gateway_labels: dict[str, str] = field(default_factory=lambda: {"app": "llm-gateway"})
     gateway_port: int = 8000
+    # LLM-backed roles: the gateway's OpenAI base URL (the chart's gateway Service; a host
+    # name is resolved to its address, as the stage pods get no DNS), the HMAC key the
+    # operator signs each environment's token with, and the tokens an environment may use.
+    # "" = no gateway: an environment with an llm backend fails, saying so.
+    gateway_url: str = ""
+    gateway_signing_key: str = field(default="", repr=False)
+    environment_token_budget: int = 2_000_000
     job_ttl_seconds: int = 3600
     reconcile_interval: float = 3.0
     # A stage whose pod has not started this long after its Job was created, while its pod
@@ -60,6 +67,11 @@ class OperatorSettings:
             store_port=int(env.get("COWORKGYM_STORE_PORT", cls.store_port)),
             gateway_labels=gateway,
             gateway_port=int(env.get("COWORKGYM_GATEWAY_PORT", cls.gateway_port)),
+            gateway_url=env.get("COWORKGYM_GATEWAY_URL", ""),
+            gateway_signing_key=env.get("COWORKGYM_GATEWAY_SIGNING_KEY", ""),
+            environment_token_budget=int(
+                env.get("COWORKGYM_ENVIRONMENT_TOKEN_BUDGET", cls.environment_token_budget)
+            ),
             reconcile_interval=float(env.get("COWORKGYM_RECONCILE_INTERVAL", 3.0)),
             stage_start_grace_seconds=float(
                 env.get("COWORKGYM_STAGE_START_GRACE_SECONDS", cls.stage_start_grace_seconds)

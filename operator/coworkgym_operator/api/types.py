@@ -51,6 +51,16 @@ class StageTiming(_Status):
     seconds: float = Field(description="Seconds its Jobs ran.")
 
 
+class RoleUsage(_Status):
+    """The model calls of one LLM-backed role, summed over iterations and attempts (as its
+    stage pods reported them; the gateway enforces the budget on its own count)."""
+
+    role: str = Field(description="builder or verifier.")
+    requests: int = Field(0, description="Chat-completion requests.")
+    prompt_tokens: int = Field(0, description="Prompt tokens.")
+    completion_tokens: int = Field(0, description="Completion tokens.")
+
+
 class CoworkEnvironmentStatus(_Status):
     """Written once per reconcile by the controller; never edited by users."""
 
@@ -71,6 +81,9 @@ class CoworkEnvironmentStatus(_Status):
     )
     stage_timings: list[StageTiming] = Field(
         default_factory=list, description="Time spent per stage."
+    )
+    llm_usage: list[RoleUsage] = Field(
+        default_factory=list, description="Model calls and tokens of the LLM-backed roles."
     )
     package_uri: str | None = Field(None, description="Where the released package is.")
     package_digest: str | None = Field(None, description="The released package's digest.")

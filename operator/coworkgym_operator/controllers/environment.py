@@ -7,11 +7,15 @@ created or deleted), not that a timer ran."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import socket
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
 
@@ -152,7 +156,7 @@ def _reconcile_once(
     uid = str(env["metadata"].get("uid"))
     with counted(namespace, "CoworkEnvironment"):
         observed = _observe(env, indices)
-        plan = reconcile(env, observed, SETTINGS)
+        plan = reconcile(env, observed, settings_now())
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
         carry_out(
@@ -170,6 +174,29 @@ def _reconcile_once(
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, _family(env), plan)
     post_events(body, plan.events)
+
+
+_resolved: dict[str, str] = {}
+
+
+def settings_now() -> OperatorSettings:
+    """The settings with the gateway's host name resolved to an address: stage pods get no
+    DNS (queries are a way out), so they are handed the Service's IP."""
+    url = SETTINGS.gateway_url
+    host = urlsplit(url).hostname or ""
+    if not host or _is_address(host):
+        return SETTINGS
+    if host not in _resolved:
+        _resolved[host] = socket.gethostbyname(host)  # raises: kopf retries the reconcile
+    return replace(SETTINGS, gateway_url=url.replace(host, _resolved[host], 1))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _family(env: dict[str, Any]) -> str:
@@ -191,6 +218,11 @@ def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
         metrics.STAGE_SECONDS.labels(*labels, stage).observe(seconds)
     if plan.job_failed:
         metrics.JOB_FAILURES.labels(*labels, plan.job_failed).inc()
+    if plan.llm_usage:
+        used = plan.llm_usage
+        metrics.ROLE_REQUESTS.labels(*labels, used.role).inc(used.requests)
+        metrics.ROLE_TOKENS.labels(*labels, used.role, "prompt").inc(used.prompt_tokens)
+        metrics.ROLE_TOKENS.labels(*labels, used.role, "completion").inc(used.completion_tokens)
     if plan.finished:
         metrics.FINISHED.labels(*labels, plan.finished).inc()
         metrics.ITERATIONS.labels(*labels).observe(plan.status.get("iteration", 0))

@@ -15,6 +15,11 @@ then, so a corrected ``spec.sandbox`` applies to it; a spec changed while the po
 start ends the attempt without waiting for the grace. (Should the operator stop between
 deleting a stuck Job and writing the status, the next reconcile finds that Job missing and
 creates it again under its own name: the same attempt, started afresh, never two.)
+
+An LLM-backed stage's Job comes with the environment's gateway tokens (a Secret, created
+each time such a Job is; an existing one is fine), and the model calls its pod reports are
+added to ``status.llmUsage``. An operator without a gateway fails such a stage at once,
+saying so, rather than let it run without a model.
 """
 
 from __future__ import annotations
@@ -46,12 +51,15 @@ from ..api.types import (
     MAX_DEFECTS_IN_STATUS,
     CoworkEnvironmentStatus,
     DefectSummary,
+    RoleUsage,
     StageTiming,
 )
 from ..builders import (
     ROLE_VOLUMES,
     Manifest,
+    gateway_tokens,
     job_name,
+    llm_stages,
     network_policies,
     stage_job,
     volume_claims,
@@ -103,6 +111,7 @@ class Plan:
     defects: list[Defect] = field(default_factory=list)
     stage_seconds: tuple[str, float] | None = None
     job_failed: str | None = None
+    llm_usage: RoleUsage | None = None  # what the finished stage's model calls used
 
 
 class LoopRecord(BaseModel):
@@ -240,17 +249,27 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
     if state.stage is not None:
         name = _job_of(meta, state)
         if job is None or job.name != name or job.state == "missing":
-            plan.create.append(
-                stage_job(
-                    env,
-                    spec,
-                    state.stage,
-                    state.loop.iteration,
-                    state.loop.attempts,
-                    state.feedback,
-                    settings,
+            uses_model = state.stage in llm_stages(spec)
+            if uses_model and not (settings.gateway_url and settings.gateway_signing_key):
+                why = (
+                    f"spec.backends.{state.stage} is an llm backend, but this operator has no "
+                    "LLM gateway (the chart's gateway.enabled)"
                 )
-            )
+                _apply(state, step(state.loop, StageFailed(state.stage, why, False), budget))
+            else:
+                if uses_model:
+                    plan.create.append(gateway_tokens(env, spec, settings))
+                plan.create.append(
+                    stage_job(
+                        env,
+                        spec,
+                        state.stage,
+                        state.loop.iteration,
+                        state.loop.attempts,
+                        state.feedback,
+                        settings,
+                    )
+                )
 
     after = state.loop.phase
     if after != before:
@@ -280,6 +299,9 @@ def _fold_finished(
         plan.stage_seconds = (stage, job.seconds)
     if job.state == "failed":
         plan.job_failed = stage
+    plan.llm_usage = _usage(stage, job.result)
+    if plan.llm_usage is not None:
+        previous.llm_usage = _add_usage(previous.llm_usage, plan.llm_usage)
     event = _to_event(stage, job)
     if isinstance(event, Executed):
         plan.defects = event.defects
@@ -287,6 +309,34 @@ def _fold_finished(
         previous.package_uri = job.result.get("uri")
         previous.package_digest = job.result.get("digest")
     _apply(state, step(state.loop, event, budget))
+
+
+def _usage(stage: str, result: dict[str, Any] | None) -> RoleUsage | None:
+    """The model calls a stage's pod reported in its result (failed or not), if any."""
+    raw = (result or {}).get("usage")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return RoleUsage(
+            role=stage,
+            requests=int(raw.get("requests", 0)),
+            prompt_tokens=int(raw.get("prompt_tokens", 0)),
+            completion_tokens=int(raw.get("completion_tokens", 0)),
+        )
+    except (TypeError, ValueError):  # a pod's report is not trusted to be well formed
+        return None
+
+
+def _add_usage(known: list[RoleUsage], more: RoleUsage) -> list[RoleUsage]:
+    by_role = {u.role: u for u in known}
+    was = by_role.get(more.role, RoleUsage(role=more.role))
+    by_role[more.role] = RoleUsage(
+        role=more.role,
+        requests=was.requests + more.requests,
+        prompt_tokens=was.prompt_tokens + more.prompt_tokens,
+        completion_tokens=was.completion_tokens + more.completion_tokens,
+    )
+    return [by_role[r] for r in sorted(by_role)]
 
 
 def _fold_not_started(
@@ -383,6 +433,7 @@ def _status(
         stage_timings=[
             StageTiming(stage=k, seconds=round(v, 3)) for k, v in sorted(state.timings.items())
         ],
+        llm_usage=previous.llm_usage,
         package_uri=previous.package_uri,
         package_digest=previous.package_digest,
         message=state.loop.message,

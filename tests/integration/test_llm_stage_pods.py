@@ -1,0 +1,159 @@
+"""LLM-backed roles as the operator's stage Jobs run them, without a cluster: each stage is
+`python -m coworkgym.roles.job <stage>` in a process of its own, given exactly the
+environment its Job's container gets (the stage input, the gateway's URL, the token from
+the environment's gateway-tokens Secret), with the role volumes as folders. The gateway is
+the deployed one's code (signed tokens, upstream keys as files) in front of a scripted
+OpenAI-compatible upstream that refuses any key but the real one. The pods use
+coworkgym.sandbox.direct and their emptyDirs; here bubblewrap mounts the same directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coworkgym.llm.gateway import Gateway
+from coworkgym.llm.serve import signed_resolver
+from coworkgym.package.package import EnvironmentPackage
+from coworkgym.spec import EnvironmentSpec
+from coworkgym_operator import builders
+from coworkgym_operator.settings import OperatorSettings
+from tests.fixtures.llm.server import ScriptedServer
+from tests.integration.test_llm_roles import MODEL, llm_spec
+
+pytestmark = pytest.mark.timeout(180)
+KEY, SIGNING = "sk-upstream-only-the-gateway-holds", "operator-signing-key"
+STAGES = ("builder", "verifier", "detector", "release")
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedServer]:
+    with ScriptedServer.from_fixture("build_ok", expected_key=KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Gateway]:
+    keys = tmp_path / "gateway-keys"  # the gateway's upstreamKeysSecret, as mounted
+    keys.mkdir()
+    (keys / "llm-upstream").write_text(KEY)
+    with Gateway(resolve=signed_resolver(SIGNING, keys)) as gw:
+        yield gw
+
+
+def environment(upstream: ScriptedServer) -> tuple[dict[str, Any], EnvironmentSpec]:
+    spec = llm_spec()
+    for role in ("builder", "verifier"):
+        backend = getattr(spec.backends, role)
+        backend.kind, backend.model, backend.base_url = "llm", MODEL, upstream.url
+        backend.api_key_secret = "llm-upstream"
+    env = {
+        "metadata": {"name": "llm-env", "namespace": "gym", "uid": "4f1c", "generation": 1},
+        "spec": spec.to_wire(),
+    }
+    return env, spec
+
+
+def run_stage(
+    job: dict[str, Any], secret: dict[str, Any], volumes: Path, tmp_path: Path
+) -> dict[str, Any]:
+    """The Job's container, as a process: its environment (Secret references resolved,
+    volume paths moved under ``volumes``), its command; the result it reports."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    for var in container["env"]:
+        if "valueFrom" in var:
+            ref = var["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == secret["metadata"]["name"]
+            env[var["name"]] = secret["stringData"][ref["key"]]
+        else:
+            env[var["name"]] = var["value"]
+    for role in builders.ROLE_VOLUMES:
+        env[f"COWORKGYM_{role.upper()}_DIR"] = str(volumes / role)
+    log = tmp_path / f"{container['command'][-1]}.termination-log"
+    env |= {"COWORKGYM_STAGE_SANDBOX": "bwrap", "COWORKGYM_TERMINATION_LOG": str(log)}
+    env["COWORKGYM_RELEASE_URI"] = str(tmp_path / "released")  # the operator's default target
+    argv = [sys.executable, *container["command"][1:]]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert log.is_file(), done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(log.read_text())
+    assert done.returncode == (0 if result["ok"] else 1), done.stderr
+    return result
+
+
+def test_llm_stage_jobs_build_and_release_through_the_gateway_with_a_signed_token(
+    upstream: ScriptedServer, gateway: Gateway, tmp_path: Path
+) -> None:
+    env, spec = environment(upstream)
+    settings = OperatorSettings(
+        gateway_url=gateway.url, gateway_signing_key=SIGNING, environment_token_budget=50_000
+    )
+    secret = builders.gateway_tokens(env, spec, settings)
+    assert sorted(secret["stringData"]) == ["builder", "verifier"]
+    volumes = tmp_path / "volumes"
+    for role in builders.ROLE_VOLUMES:
+        (volumes / role).mkdir(parents=True)
+    results = {}
+    for stage in STAGES:
+        job = builders.stage_job(env, spec, stage, 0, 1, [], settings)
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert labels[builders.LABEL_EGRESS] == ("gateway" if stage in ("builder", "verifier")
+                                                 else "object-store" if stage == "release"
+                                                 else "none")  # fmt: skip
+        results[stage] = run_stage(job, secret, volumes, tmp_path)
+        assert results[stage]["ok"], results[stage]
+
+    assert results["detector"]["defects"] == []
+    package = EnvironmentPackage.load(tmp_path / "released" / "llm-env")
+    assert package.name == "coworkgym/iowa-generation-by-source"
+    # every model call went through the gateway, charged to the environment (uid included),
+    # with the key only the gateway holds; each role reported its own share
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in upstream.requests)
+    assert upstream.remaining("builder") == upstream.remaining("verifier") == 0
+    charged = gateway.usage("gym/llm-env/4f1c")
+    assert charged.requests == len(upstream.requests) == 9
+    reported = [results[s]["usage"] for s in ("builder", "verifier")]
+    assert [u["requests"] for u in reported] == [5, 4]
+    assert sum(u["prompt_tokens"] + u["completion_tokens"] for u in reported) == (
+        charged.total_tokens
+    )
+    assert "usage" not in results["detector"] and "usage" not in results["release"]
+
+
+def test_a_spent_environment_budget_stops_the_builder_for_good(
+    upstream: ScriptedServer, gateway: Gateway, tmp_path: Path
+) -> None:
+    env, spec = environment(upstream)
+    # 120 tokens per scripted reply: the budget admits two model calls
+    settings = OperatorSettings(
+        gateway_url=gateway.url, gateway_signing_key=SIGNING, environment_token_budget=200
+    )
+    secret = builders.gateway_tokens(env, spec, settings)
+    volumes = tmp_path / "volumes"
+    (volumes / "builder").mkdir(parents=True)
+    job = builders.stage_job(env, spec, "builder", 0, 1, [], settings)
+    result = run_stage(job, secret, volumes, tmp_path)
+    assert result["ok"] is False and result["retryable"] is False, result
+    assert result["error"].startswith("tokens_exhausted"), result
+    assert result["usage"]["requests"] == 2  # what it used before the gateway said no
+    assert len(upstream.requests) == 2
+
+
+def test_a_pod_given_no_gateway_fails_its_llm_stage_saying_why(
+    upstream: ScriptedServer, tmp_path: Path
+) -> None:
+    env, spec = environment(upstream)
+    job = builders.stage_job(env, spec, "builder", 0, 1, [], OperatorSettings())
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [v for v in container["env"] if not v["name"].startswith("COWORKGYM_GATE")]
+    (tmp_path / "volumes" / "builder").mkdir(parents=True)
+    result = run_stage(job, {"metadata": {"name": ""}}, tmp_path / "volumes", tmp_path)
+    assert result["ok"] is False and result["retryable"] is False
+    assert "gateway.enabled" in result["error"] and upstream.requests == []
