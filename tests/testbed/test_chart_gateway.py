@@ -59,6 +59,7 @@ def test_the_gateway_holds_the_keys_and_the_operator_gets_address_and_signing_ke
     assert env["COWORKGYM_GATEWAY_URL"]["value"] == "http://demo-cowork-gym-gateway.gym.svc:8000/v1"
     assert env["COWORKGYM_GATEWAY_SIGNING_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "key"
     assert env["COWORKGYM_ROLLOUT_TOKEN_BUDGET"]["value"] == "2000000"
+    assert env["COWORKGYM_ENVIRONMENT_TOKEN_BUDGET"]["value"] == "2000000"
     mounted = [
         v.get("secret", {}).get("secretName")
         for v in operator["spec"]["template"]["spec"].get("volumes", [])
@@ -66,3 +67,18 @@ def test_the_gateway_holds_the_keys_and_the_operator_gets_address_and_signing_ke
     assert "llm-keys" not in mounted  # the keys reach the gateway only
     signing = named(docs, "Secret", "-gateway-signing")
     assert len(signing["data"]["key"]) > 40
+
+
+def test_the_gateway_url_can_be_given_where_services_do_not_route(
+    testbed: Testbed, kube_version: str
+) -> None:
+    docs = render(
+        testbed, kube_version,
+        "--set", "gateway.enabled=true", "--set", "gateway.url=http://10.88.0.7:8000/v1",
+        "--set", "gateway.environmentTokenBudget=50000",
+    )  # fmt: skip
+    gateway = named(docs, "Deployment", "-gateway")
+    operator = next(d for d in by_kind(docs, "Deployment") if d is not gateway)
+    env = {e["name"]: e for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["COWORKGYM_GATEWAY_URL"]["value"] == "http://10.88.0.7:8000/v1"
+    assert env["COWORKGYM_ENVIRONMENT_TOKEN_BUDGET"]["value"] == "50000"
