@@ -3,8 +3,12 @@
 environment its Job's container gets (the stage input, the gateway's URL, the token from
 the environment's gateway-tokens Secret), with the role volumes as folders. The gateway is
 the deployed one's code (signed tokens, upstream keys as files) in front of a scripted
-OpenAI-compatible upstream that refuses any key but the real one. The pods use
-coworkgym.sandbox.direct and their emptyDirs; here bubblewrap mounts the same directories.
+OpenAI-compatible upstream that refuses any key but the real one.
+
+Two ways to run a stage: as in a pod (the process in a bubblewrap root made like the pod's:
+the machine's folders read-only, the role volumes at /work/<role>, the Job's emptyDirs at
+their paths, so the roles run with coworkgym.sandbox.direct, in place), and as on a
+workstation (COWORKGYM_STAGE_SANDBOX=bwrap: the roles' own bubblewrap sandboxes).
 """
 
 from __future__ import annotations
@@ -61,11 +65,46 @@ def environment(upstream: ScriptedServer) -> tuple[dict[str, Any], EnvironmentSp
     return env, spec
 
 
+def pod_root(job: dict[str, Any], volumes: Path, log: Path, store: Path) -> list[str]:
+    """bubblewrap arguments for a root like the Job's pod: the machine's folders read-only,
+    its volumes (the role volumes from ``volumes``, emptyDirs fresh), the termination log,
+    and ``store`` (the release's target: the object store, outside the pod)."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    targets = {m["mountPath"] for m in container["volumeMounts"]}
+    argv = ["bwrap", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
+    for entry in sorted(Path("/").iterdir()):
+        if entry.name in ("proc", "dev", "sys", "tmp", "run"):
+            continue
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry), str(entry)]
+        elif any(t.startswith(f"{entry}/") for t in targets):  # /work: the pod's volumes
+            argv += ["--dir", str(entry)]  # there, and the machine's (this checkout)
+            for child in sorted(entry.iterdir()):
+                argv += ["--ro-bind", str(child), str(child)]
+        elif entry.is_dir():
+            argv += ["--ro-bind", str(entry), str(entry)]
+    for mount in container["volumeMounts"]:
+        role = mount["name"]
+        if role in builders.ROLE_VOLUMES:
+            flag = "--ro-bind" if mount.get("readOnly") else "--bind"
+            argv += [flag, str(volumes / role), mount["mountPath"]]
+        else:  # an emptyDir
+            argv += ["--tmpfs", mount["mountPath"]]
+    log.touch()
+    store.mkdir(exist_ok=True)
+    return [*argv, "--bind", str(log), "/dev/termination-log", "--bind", str(store), str(store)]
+
+
 def run_stage(
-    job: dict[str, Any], secret: dict[str, Any], volumes: Path, tmp_path: Path
+    job: dict[str, Any],
+    secret: dict[str, Any],
+    volumes: Path,
+    tmp_path: Path,
+    *,
+    in_pod: bool = False,
 ) -> dict[str, Any]:
-    """The Job's container, as a process: its environment (Secret references resolved,
-    volume paths moved under ``volumes``), its command; the result it reports."""
+    """The Job's container, as a process: its environment (Secret references resolved),
+    its command, as in its pod or on a workstation; the result it reports."""
     container = job["spec"]["template"]["spec"]["containers"][0]
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     for var in container["env"]:
@@ -75,21 +114,27 @@ def run_stage(
             env[var["name"]] = secret["stringData"][ref["key"]]
         else:
             env[var["name"]] = var["value"]
-    for role in builders.ROLE_VOLUMES:
-        env[f"COWORKGYM_{role.upper()}_DIR"] = str(volumes / role)
     log = tmp_path / f"{container['command'][-1]}.termination-log"
-    env |= {"COWORKGYM_STAGE_SANDBOX": "bwrap", "COWORKGYM_TERMINATION_LOG": str(log)}
-    env["COWORKGYM_RELEASE_URI"] = str(tmp_path / "released")  # the operator's default target
+    store = tmp_path / "released"
+    env["COWORKGYM_RELEASE_URI"] = str(store)  # the operator's default target
     argv = [sys.executable, *container["command"][1:]]
+    if in_pod:  # the Job's own paths (/work/<role>, /dev/termination-log)
+        argv = [*pod_root(job, volumes, log, store), *argv]
+    else:
+        for role in builders.ROLE_VOLUMES:
+            env[f"COWORKGYM_{role.upper()}_DIR"] = str(volumes / role)
+        env |= {"COWORKGYM_STAGE_SANDBOX": "bwrap", "COWORKGYM_TERMINATION_LOG": str(log)}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=150, check=False)
     assert log.is_file(), done.stdout + done.stderr
+    assert log.read_text(), done.stdout + done.stderr
     result: dict[str, Any] = json.loads(log.read_text())
     assert done.returncode == (0 if result["ok"] else 1), done.stderr
     return result
 
 
+@pytest.mark.parametrize("in_pod", [True, False], ids=["as-in-a-pod", "on-a-workstation"])
 def test_llm_stage_jobs_build_and_release_through_the_gateway_with_a_signed_token(
-    upstream: ScriptedServer, gateway: Gateway, tmp_path: Path
+    upstream: ScriptedServer, gateway: Gateway, tmp_path: Path, in_pod: bool
 ) -> None:
     env, spec = environment(upstream)
     settings = OperatorSettings(
@@ -107,7 +152,7 @@ def test_llm_stage_jobs_build_and_release_through_the_gateway_with_a_signed_toke
         assert labels[builders.LABEL_EGRESS] == ("gateway" if stage in ("builder", "verifier")
                                                  else "object-store" if stage == "release"
                                                  else "none")  # fmt: skip
-        results[stage] = run_stage(job, secret, volumes, tmp_path)
+        results[stage] = run_stage(job, secret, volumes, tmp_path, in_pod=in_pod)
         assert results[stage]["ok"], results[stage]
 
     assert results["detector"]["defects"] == []
