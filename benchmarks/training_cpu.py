@@ -15,13 +15,13 @@ behaviour log-probs near the model's own. A step is loss + backward + AdamW step
   log-probs.
 
 Each (implementation, objective) runs in its own process. Time: the median of ``--steps``
-timed steps after one warm-up step. Memory: the peak of live tensor bytes during one
-profiled loss + backward, and during one profiled whole step (torch.profiler's allocation
-events, so what is allocated on top of the model and optimizer state), and the process's
-peak RSS (resident set: Python,
-libraries and all). Tokens/s counts the batch's real (non-padding) tokens. One intra-op
-thread by default: on a shared machine that keeps timings steady; the load average is
-printed. Prints figures; asserts nothing.
+timed steps after one warm-up step. Memory: what the timed steps add to the resident
+set at their peak, over the process as it stood after setup and the warm-up step (the
+kernel's high-water mark, VmHWM, reset through /proc/self/clear_refs; so the model,
+optimizer state and libraries are not counted, every allocation of the step is, inside
+custom kernels too), and the process's own peak RSS. Tokens/s counts the batch's real
+(non-padding) tokens. One intra-op thread by default: on a shared machine that keeps
+timings steady; the load average is printed. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -171,21 +171,19 @@ def trl(case: str, model: Any, tokenizer: Any, examples: list[Any], config: Any)
     return forward_backward, update, tokens
 
 
-def peak_tensor_bytes(step: Any) -> int:
-    """The high-water mark of live tensor bytes allocated during one call of `step`: each
-    profiled op's own allocations net of its frees (and the profiler's unattributed
-    ``[memory]`` frees), summed in start order. An op's transient peak inside itself is
-    not seen, so this slightly under-reads both sides alike."""
-    from torch.profiler import ProfilerActivity, profile
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    deltas = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events())
-    live = peak = 0
-    for _, delta in deltas:
-        live += delta
-        peak = max(peak, live)
-    return peak
+
+def reset_peak_rss() -> int:
+    """Reset the kernel's resident-set high-water mark (VmHWM); the RSS now, in KiB."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+        refs.write("5")
+    return _status_kb("VmRSS")
 
 
 def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -199,26 +197,24 @@ def run_case(case: str, args: argparse.Namespace) -> dict[str, Any]:
         update()
 
     step()  # warm-up: optimizer state, lazy initializations
+    before_kb = reset_peak_rss()
     times = []
     for _ in range(args.steps):
         started = time.perf_counter()
         step()
         times.append(time.perf_counter() - started)
+    step_peak_kb = _status_kb("VmHWM") - before_kb
     seconds = statistics.median(times)
-    peak_loss = peak_tensor_bytes(forward_backward)
-    update()  # the profiled loss + backward left gradients: step past them
-    peak_step = peak_tensor_bytes(step)
     return {
         "case": case,
         "tokens": int(tokens),
         "agent_tokens": sum(e.agent_tokens for e in examples),
         "step_s": seconds,
         "tokens_per_s": tokens / seconds,
-        # Loss and backward alone (the objective's own memory), then the whole step (the
-        # optimizer's temporaries, the same for both, often set the step's peak).
-        "peak_loss_mb": peak_loss / 2**20,
-        "peak_tensor_mb": peak_step / 2**20,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # What a step adds to the resident set at its peak, over the process after setup
+        # and one warm-up step (model, optimizer state, libraries): the step's own memory.
+        "step_peak_mb": step_peak_kb / 1024,
+        "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -275,31 +271,26 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         f"({results['ours-sft']['agent_tokens']} agent); {args.threads} thread(s); "
         f"median of {args.steps} steps; load average {load:.1f}"
     )
-    header = (
-        f"{'':10}{'tokens/s':>10}{'step s':>8}{'loss+backward MB':>18}"
-        f"{'step MB':>9}{'peak RSS MB':>13}"
-    )
+    header = f"{'':10}{'tokens/s':>10}{'step s':>8}{'step peak MB':>14}{'process MB':>12}"
     print(header)
     for case in CASES:
         r = results[case]
         print(
-            f"{case:10}{r['tokens_per_s']:>10.0f}{r['step_s']:>8.3f}{r['peak_loss_mb']:>18.1f}"
-            f"{r['peak_tensor_mb']:>9.1f}{r['peak_rss_mb']:>13.0f}"
+            f"{case:10}{r['tokens_per_s']:>10.0f}{r['step_s']:>8.3f}"
+            f"{r['step_peak_mb']:>14.1f}{r['process_peak_mb']:>12.0f}"
         )
     ratios = {}
     for objective in ("sft", "grpo"):
         mine, theirs = results[f"ours-{objective}"], results[f"trl-{objective}"]
         ratios[objective] = {
             "speed": mine["tokens_per_s"] / theirs["tokens_per_s"],
-            "loss_memory": mine["peak_loss_mb"] / theirs["peak_loss_mb"],
-            "tensor_memory": mine["peak_tensor_mb"] / theirs["peak_tensor_mb"],
-            "rss": mine["peak_rss_mb"] / theirs["peak_rss_mb"],
+            "step_memory": mine["step_peak_mb"] / max(theirs["step_peak_mb"], 1e-9),
+            "process_memory": mine["process_peak_mb"] / theirs["process_peak_mb"],
         }
         r = ratios[objective]
         print(
-            f"{objective}: ours/TRL speed {r['speed']:.2f}x, peak tensor memory "
-            f"{r['loss_memory']:.2f}x (loss+backward), {r['tensor_memory']:.2f}x (step), "
-            f"peak RSS {r['rss']:.2f}x"
+            f"{objective}: ours/TRL speed {r['speed']:.2f}x, step peak memory "
+            f"{r['step_memory']:.2f}x, process peak {r['process_memory']:.2f}x"
         )
     if args.json:
         args.json.write_text(json.dumps({"results": results, "ratios": ratios, "load": load}))

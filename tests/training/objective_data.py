@@ -108,3 +108,23 @@ def full_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     logprobs = torch.log_softmax(logits[:, :-1].float(), -1)
     return logprobs.gather(2, batch["input_ids"][:, 1:, None])[..., 0]
+
+
+def trl_inputs(batch: Batch) -> Batch:
+    """Our batch in TRL's layout: the shared context as the prompt, the rest as the
+    completion, the agent mask as ``tool_mask``."""
+    first = int(batch["target_mask"].float().argmax(1).min())
+    prompts = batch["input_ids"][:, :first]
+    assert (prompts == prompts[0]).all(), "the rows must share their context (a GRPO group)"
+    completion_mask = batch["attention_mask"][:, first:]
+    return {
+        "prompt_ids": prompts,
+        "prompt_mask": batch["attention_mask"][:, :first],
+        "completion_ids": batch["input_ids"][:, first:],
+        "completion_mask": completion_mask,
+        "tool_mask": batch["target_mask"][:, first:].long(),
+        "advantages": batch["advantages"],
+        # TRL multiplies before masking: masked positions must be finite.
+        "old_per_token_logps": torch.nan_to_num(batch["behaviour_logprobs"][:, first:]),
+        "num_items_in_batch": batch["target_mask"].sum(),
+    }

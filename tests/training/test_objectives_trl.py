@@ -109,26 +109,6 @@ def grpo_trainer(
     return trainer
 
 
-def trl_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Our batch in TRL's layout: the shared context as the prompt, the rest as the
-    completion, the agent mask as ``tool_mask``."""
-    first = int(batch["target_mask"].float().argmax(1).min())
-    prompts = batch["input_ids"][:, :first]
-    assert (prompts == prompts[0]).all(), "the rows must share their context (a GRPO group)"
-    completion_mask = batch["attention_mask"][:, first:]
-    return {
-        "prompt_ids": prompts,
-        "prompt_mask": batch["attention_mask"][:, :first],
-        "completion_ids": batch["input_ids"][:, first:],
-        "completion_mask": completion_mask,
-        "tool_mask": batch["target_mask"][:, first:].long(),
-        "advantages": batch["advantages"],
-        # TRL multiplies before masking: masked positions must be finite.
-        "old_per_token_logps": torch.nan_to_num(batch["behaviour_logprobs"][:, first:]),
-        "num_items_in_batch": batch["target_mask"].sum(),
-    }
-
-
 @pytest.mark.parametrize(
     ("loss_type", "aggregation", "beta", "temperature"),
     [
@@ -162,7 +142,7 @@ def test_grpo_loss_equals_trl_grpo_trainer(
         eps_high=0.3,
         temperature=temperature,
     )
-    inputs = trl_inputs(batch)
+    inputs = data.trl_inputs(batch)
     if beta:
         trainer.beta = beta
         ref = copy.deepcopy(reference)
@@ -191,7 +171,7 @@ def test_grpo_gradients_equal_trl() -> None:
     twin = copy.deepcopy(model)
     build_objective("grpo", config).loss(model, batch)[0].backward()
     trainer = grpo_trainer(twin, loss_type="bnpo", eps_low=0.1, eps_high=0.3, temperature=1.0)
-    trainer._compute_loss(trainer.model, trl_inputs(batch)).backward()
+    trainer._compute_loss(trainer.model, data.trl_inputs(batch)).backward()
     pairs = zip(model.named_parameters(), twin.named_parameters(), strict=True)
     for (name, ours), (_, theirs) in pairs:
         assert ours.grad is not None and theirs.grad is not None, name
