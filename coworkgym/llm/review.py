@@ -4,14 +4,14 @@ The agent reproduces the task in its own sandbox (the package read-only, a scrat
 judges whether the verifier separates valid from shortcut states. It can only *add*
 defects, and only with evidence that checks out: each must quote a package file verbatim.
 It repairs nothing — it has no write access to the package, and the loop routes what it
-reports to the owner like any other defect.
+reports to the owner like any other defect. In a stage pod (``in_place``) its directories
+are the pod's emptyDirs at /package and /scratch (coworkgym.roles.llm.role_dirs).
 """
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -21,9 +21,11 @@ from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..sandbox import Mount, Sandbox
 from . import prompts
-from .agent import Agent
-from .session import LLMSession
+from .agent import Agent, AgentUsage
 from .tools import Args, RoleMounts, Tool, ToolBox, ToolError, ToolResult, standard_tools
+
+if TYPE_CHECKING:
+    from .session import RoleSession
 
 ROLE = "detector"
 
@@ -44,10 +46,14 @@ class FinishArgs(Args):
 
 
 class LLMReviewer:
-    def __init__(self, session: LLMSession, environment: str, sandbox: Sandbox) -> None:
+    def __init__(
+        self, session: RoleSession, environment: str, sandbox: Sandbox, *, in_place: bool = False
+    ) -> None:
         self.session = session
         self.environment = environment
         self.sandbox = sandbox
+        self.in_place = in_place
+        self.usage: AgentUsage | None = None  # the model calls of the last review, once run
 
     def review(self, pkg: EnvironmentPackage) -> list[Defect]:
         found: list[Defect] = []
@@ -68,10 +74,11 @@ class LLMReviewer:
         def finish(args: FinishArgs) -> ToolResult:
             return ToolResult(f"review finished with {len(found)} defect(s)", done=True)
 
-        with tempfile.TemporaryDirectory(prefix="cwg-llm-review-") as tmp:
-            package_dir, scratch = Path(tmp) / "package", Path(tmp) / "scratch"
+        from ..roles.llm import role_dirs
+
+        names = ("package", "scratch")
+        with role_dirs("cwg-llm-review-", names, self.in_place) as (package_dir, scratch):
             pkg.write(package_dir)
-            scratch.mkdir()
             mounts = RoleMounts(
                 (Mount(package_dir, "/package"), Mount(scratch, "/scratch", writable=True)),
                 cwd="/scratch",
@@ -88,6 +95,7 @@ class LLMReviewer:
                     self.session.agent_config(ROLE),
                     name=f"{ROLE}/{self.environment}",
                 )
+                self.usage = agent.usage
                 agent.run(prompts.review_system(), prompts.review_task(pkg.name))
         return found
 

@@ -3,9 +3,10 @@
     python -m coworkgym.roles.job builder|verifier|detector|release
 
 Input: ``COWORKGYM_STAGE_INPUT`` (JSON: name, spec, iteration, feedback). A Builder or
-Verifier Constructor whose backend is ``llm`` runs its agent through the cluster's LLM
-gateway: ``COWORKGYM_GATEWAY_URL`` and the signed token ``COWORKGYM_GATEWAY_TOKEN``, which
-the operator hands the pod (never an upstream key); its model calls and tokens go into the
+Verifier Constructor whose backend is ``llm`` (and the Issue Detector's review, where
+``backends.detector`` is) runs its agent through the cluster's LLM gateway:
+``COWORKGYM_GATEWAY_URL`` and the signed token ``COWORKGYM_GATEWAY_TOKEN``, which the
+operator hands the pod (never an upstream key); its model calls and tokens go into the
 result (``usage``), failed or not. Volumes: the
 Builder writes only ``$COWORKGYM_BUILDER_DIR``; the Verifier Constructor reads it and writes
 only ``$COWORKGYM_VERIFIER_DIR``; the Issue Detector reads both and writes only
@@ -54,11 +55,13 @@ def _runtime() -> LocalRuntime:
     return LocalRuntime(sandbox=DirectSandbox()) if _in_pod() else LocalRuntime()
 
 
-def _llm_role(stage: str, spec: EnvironmentSpec, used: list[Any]) -> Any:
-    """The stage's LLM-backed role, through the cluster's gateway; None when the spec asks
-    for the procedural one. Appended to ``used``, whose usage the result reports."""
+def _llm_role(stage: str, spec: EnvironmentSpec, used: list[Any], name: str = "") -> Any:
+    """The stage's LLM-backed role (for the detector: its review, of environment ``name``),
+    through the cluster's gateway; None when the spec asks for the procedural one.
+    Appended to ``used``, whose usage the result reports."""
     if getattr(spec.backends, stage).kind != "llm":
         return None
+    from ..llm.review import LLMReviewer
     from ..llm.session import GatewaySession  # the `llm` extra (openai): in the role image
     from .llm import LLMBuilder, LLMVerifierConstructor, llm_settings
 
@@ -72,8 +75,12 @@ def _llm_role(stage: str, spec: EnvironmentSpec, used: list[Any]) -> Any:
             "gateway.enabled",
             retryable=False,
         )
-    kind = LLMBuilder if stage == "builder" else LLMVerifierConstructor
-    role = kind(session, _runtime(), in_place=_in_pod())
+    role: Any
+    if stage == "detector":
+        role = LLMReviewer(session, name, _runtime().sandbox, in_place=_in_pod())
+    else:
+        kind = LLMBuilder if stage == "builder" else LLMVerifierConstructor
+        role = kind(session, _runtime(), in_place=_in_pod())
     used.append(role)
     return role
 
@@ -135,7 +142,13 @@ def run_stage(stage: str, payload: dict[str, Any], used: list[Any] | None = None
             pkg = assemble(io.builder_from_json(previous_built), io.verifier_from_json(verifier))
             io.clear(scratch_dir)
             on_disk = pkg.write(scratch_dir / "package")
-            report = IssueDetector(runtime=_runtime(), run_harbor_lint=False).check(pkg, on_disk)
+            detector = IssueDetector(runtime=_runtime(), run_harbor_lint=False)
+            reviewer = _llm_role(stage, spec, used, payload["name"])
+            if reviewer is not None:  # backends.detector of kind llm: the review pass too
+                from ..llm.review import ReviewingDetector
+
+                detector = ReviewingDetector(reviewer, _runtime(), run_harbor_lint=False)
+            report = detector.check(pkg, on_disk)
             return {
                 "stage": stage,
                 "ok": True,

@@ -62,7 +62,7 @@ def _resources_dir() -> Path:
 
 
 @contextmanager
-def _role_dirs(prefix: str, names: tuple[str, ...], in_place: bool) -> Iterator[list[Path]]:
+def role_dirs(prefix: str, names: tuple[str, ...], in_place: bool) -> Iterator[list[Path]]:
     """The role's directories, fresh: /<name> itself in place (a stage pod's emptyDirs),
     else under a temporary directory."""
     if in_place:
@@ -145,7 +145,7 @@ class LLMBuilder(_Role):
     def build(self, request: RoleRequest, previous: BuilderOutput | None) -> BuilderOutput:
         grounder = ProceduralBuilder(self.runtime)
         names = ("build", "app", "resources") if self.in_place else ("build", "app")
-        with _role_dirs("cwg-llm-builder-", names, self.in_place) as dirs:
+        with role_dirs("cwg-llm-builder-", names, self.in_place) as dirs:
             build_dir, scratch = dirs[0], dirs[1]
             resources = _resources_dir()
             if self.in_place:  # a copy at the path the prompt names
@@ -201,7 +201,7 @@ class LLMVerifierConstructor(_Role):
         reference = ProceduralBuilder(self.runtime).ground(built)
         check = SelfCheck(self.runtime, built, reference)
         names = ("builder", "verifier", "app")
-        with _role_dirs("cwg-llm-verifier-", names, self.in_place) as (view, out, scratch):
+        with role_dirs("cwg-llm-verifier-", names, self.in_place) as (view, out, scratch):
             export_builder(built, view, reference=reference)
             if previous is not None:
                 export_verifier(previous, out)
@@ -417,5 +417,6 @@ __all__ = [
     "configure_llm_backends",
     "llm_settings",
     "role_backends",
+    "role_dirs",
     "untouched",
 ]

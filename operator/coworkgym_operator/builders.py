@@ -7,7 +7,8 @@ Detector and the release step mount both read-only plus ``scratch``. Why PVCs ra
 object storage: the roles then need no credentials at all, and read-only is enforced by
 the kubelet's mount, not by the role's good behaviour. Only the release Job talks to S3.
 
-A Builder or Verifier Constructor whose backend is ``llm`` calls the LLM gateway (its pod
+A Builder, Verifier Constructor or Issue Detector review whose backend is ``llm`` calls the
+LLM gateway (its pod
 labelled egress=gateway, the one destination its NetworkPolicy admits) with a token the
 operator signed for this environment and role (a Secret, read by the pod's environment):
 the token names the upstream, the model, the name of the key the gateway holds, and the
@@ -41,6 +42,7 @@ MOUNTS: dict[str, list[tuple[str, bool]]] = {
 LLM_DIRS: dict[str, tuple[str, ...]] = {
     "builder": ("build", "app", "resources"),
     "verifier": ("builder", "verifier", "app"),
+    "detector": ("package", "scratch"),  # its LLM review (its checks need no model)
 }
 SANDBOX_UID = 10001
 LABEL_ENV = "coworkgym.dev/environment"

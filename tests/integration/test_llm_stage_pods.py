@@ -29,7 +29,7 @@ from coworkgym.package.package import EnvironmentPackage
 from coworkgym.spec import EnvironmentSpec
 from coworkgym_operator import builders
 from coworkgym_operator.settings import OperatorSettings
-from tests.fixtures.llm.server import ScriptedServer
+from tests.fixtures.llm.server import FIXTURES, ScriptedServer
 from tests.integration.test_llm_roles import MODEL, llm_spec
 
 pytestmark = pytest.mark.timeout(180)
@@ -202,3 +202,34 @@ def test_a_pod_given_no_gateway_fails_its_llm_stage_saying_why(
     result = run_stage(job, {"metadata": {"name": ""}}, tmp_path / "volumes", tmp_path)
     assert result["ok"] is False and result["retryable"] is False
     assert "gateway.enabled" in result["error"] and upstream.requests == []
+
+
+def test_the_detector_stage_runs_the_llm_review_through_the_gateway_too(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    """backends.detector of kind llm: the detector's pod runs its checks, then the review
+    (in place: the package at /package, a scratch at /scratch), whose one defect with
+    evidence that checks out goes into the stage's result."""
+    lanes = json.loads((FIXTURES / "build_ok.json").read_text())["lanes"]
+    lanes |= json.loads((FIXTURES / "review.json").read_text())["lanes"]
+    with ScriptedServer.from_lanes(lanes, expected_key=KEY) as upstream:
+        env, spec = environment(upstream)
+        spec.backends.detector = spec.backends.builder.model_copy()
+        env["spec"] = spec.to_wire()
+        settings = OperatorSettings(gateway_url=gateway.url, gateway_signing_key=SIGNING)
+        secret = builders.gateway_tokens(env, spec, settings)
+        assert sorted(secret["stringData"]) == ["builder", "detector", "verifier"]
+        volumes = tmp_path / "volumes"
+        for role in builders.ROLE_VOLUMES:
+            (volumes / role).mkdir(parents=True)
+        results = {}
+        for stage in ("builder", "verifier", "detector"):
+            job = builders.stage_job(env, spec, stage, 0, 1, [], settings)
+            labels = job["spec"]["template"]["metadata"]["labels"]
+            assert labels[builders.LABEL_EGRESS] == "gateway"
+            results[stage] = run_stage(job, secret, volumes, tmp_path, in_pod=True)
+            assert results[stage]["ok"], results[stage]
+    found = results["detector"]["defects"]
+    assert [(d["code"], d["owner"]) for d in found] == [("ACCEPTS_SHORTCUT", "verifier")]
+    assert results["detector"]["usage"]["requests"] == 4
+    assert gateway.usage("gym/llm-env/4f1c").requests == 5 + 4 + 4

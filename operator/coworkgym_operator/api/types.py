@@ -55,7 +55,7 @@ class RoleUsage(_Status):
     """The model calls of one LLM-backed role, summed over iterations and attempts (as its
     stage pods reported them; the gateway enforces the budget on its own count)."""
 
-    role: str = Field(description="builder or verifier.")
+    role: str = Field(description="builder, verifier or detector (its review).")
     requests: int = Field(0, description="Chat-completion requests.")
     prompt_tokens: int = Field(0, description="Prompt tokens.")
     completion_tokens: int = Field(0, description="Completion tokens.")
