@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -418,6 +419,39 @@ def add_kuberay(
         if not current.kuberay:
             _add_kuberay(current, timeout, say)
         return current
+
+
+def restart(
+    tb: Testbed, component: str, *, kill: bool = False, down_s: float = 0.0, timeout: float = 120.0
+) -> float:
+    """Stop one process of a running test-bed and start it again with the same command line,
+    ports and data (the reliability drills restart the API server, etcd and the S3 server
+    under a working operator). ``kill``: SIGKILL instead of SIGTERM first; ``down_s``: how
+    long it stays down. Returns the seconds from the stop until it was ready again.
+
+    Never on a shared test-bed others are using: their clients see the outage too."""
+    by_name = {comp.name: comp for comp in tb.components}
+    comp, rec = by_name[component], tb.processes[component]
+    with _locked(tb.run_dir):
+        stopped = time.monotonic()
+        if kill and proc.is_running(rec):
+            os.kill(rec.pid, signal.SIGKILL)
+        proc.stop(rec, timeout=comp.stop_timeout)
+        comp.cleanup(tb.cluster)
+        time.sleep(down_s)
+        env = os.environ | comp.env() if comp.env() else None
+        tb.processes[component] = proc.spawn(
+            comp.name, comp.argv(tb.cluster), Path(rec.log), env=env
+        )
+        tb.save()
+        deadline = time.monotonic() + timeout
+        while not comp.ready(tb.cluster):
+            if not proc.is_running(tb.processes[component]):
+                raise StartupError(f"{component} exited on restart:\n{proc.tail(rec.log)}")
+            if time.monotonic() > deadline:
+                raise StartupError(f"{component} not ready {timeout:.0f}s after its restart")
+            time.sleep(0.1)
+        return time.monotonic() - stopped
 
 
 def _add_kuberay(tb: Testbed, timeout: float, say: Callable[[str], None]) -> None:
