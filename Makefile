@@ -38,7 +38,7 @@ demo: system-deps install ## Synthesize and check environments on the embedded d
 
 .PHONY: test
 test: system-deps install ## Run the test suite (unit + integration; test-bed tests when COWORKGYM_TESTBED=1, real pods with COWORKGYM_TESTBED_NODE=1)
-	$(PYTEST) -q --durations=40
+	PYTEST=$(PYTEST) tests/run.sh
 
 .PHONY: generate
 generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models

@@ -86,6 +86,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=SKIP_REASON)
     skip_node = pytest.mark.skip(reason=NODE_SKIP_REASON)
     for item in items:
+        # What needs the test-bed carries the marker, so that `-m testbed` / `-m "not
+        # testbed"` split the suite exactly (make test runs the halves side by side): a
+        # test under tests/testbed/, one marked node, one using the fixture.
+        needs = "testbed" in item.keywords or "node" in item.keywords
+        if item.get_closest_marker("testbed") is None and (
+            needs or "testbed" in getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(pytest.mark.testbed)
         if "testbed" in item.keywords and not enabled(config):
             item.add_marker(skip)
         elif "node" in item.keywords and not node_enabled(config):
