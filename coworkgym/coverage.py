@@ -20,6 +20,7 @@ from pathlib import Path
 from .families import FAMILIES, FamilyParams, TaskFamily
 from .package.errors import PackageError
 from .package.package import EnvironmentPackage
+from .spec import Difficulty
 from .taxonomy import Taxonomy, load_taxonomy, served_grid
 from .taxonomy.model import DIFFICULTIES
 from .taxonomy.sampler import Cell
@@ -107,7 +108,7 @@ def family_report(count: int = 60, seed: int = 0, max_turns: int = 3) -> Report:
             bucket = shapes.setdefault((family.name, difficulty), Shapes())
             for n in turns:
                 for s in SHAPE_SEEDS:
-                    bucket.add(_draft_shape(family, FamilyParams(s, difficulty, n)))  # type: ignore[arg-type]
+                    bucket.add(_draft_shape(family, FamilyParams(s, difficulty, n)))
     return Report(
         source=f"procedural families; produced: {count} specs sampled with seed {seed}",
         served=served_grid(turns=turns),
@@ -147,7 +148,7 @@ def manifest_report(manifest: Path, max_turns: int = 3) -> Report:
     )
 
 
-def _allowed(family: TaskFamily, difficulty: str) -> bool:
+def _allowed(family: TaskFamily, difficulty: Difficulty) -> bool:
     """Whether the taxonomy's rules let the family's tasks carry this difficulty (a family
     that deletes files is never 'easy')."""
     from .spec import TaskLabels

@@ -28,6 +28,8 @@ from pydantic_core import PydanticCustomError
 
 from .package.errors import PackageError, explain, location
 
+Difficulty = Literal["easy", "medium", "hard"]
+
 API_GROUP = "coworkgym.dev"
 API_VERSION = f"{API_GROUP}/v1alpha1"
 KIND = "CoworkEnvironment"
@@ -168,9 +170,7 @@ class TaskLabels(_Spec):
         "data_analysis/reporting/periodic_report.",
         json_schema_extra=_labels_enum("scenario"),
     )
-    difficulty: Literal["easy", "medium", "hard"] = Field(
-        "medium", description="How hard the task is for an agent."
-    )
+    difficulty: Difficulty = Field("medium", description="How hard the task is for an agent.")
     user_role: str = Field(
         "analyst",
         max_length=_NAME,

@@ -12,9 +12,9 @@ from typing import Literal, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..spec import TaskLabels
+from ..spec import Difficulty, TaskLabels
 
-DIFFICULTIES = ("easy", "medium", "hard")
+DIFFICULTIES: tuple[Difficulty, ...] = ("easy", "medium", "hard")
 RuleField = Literal[
     "capabilities", "scenario", "difficulty", "user_role", "deliverables", "modality", "safety"
 ]
