@@ -219,11 +219,19 @@ def _check_listing(uri: str, prefix: str, listed: list[dict[str, Any]]) -> None:
         raise PackageError(problems)
 
 
+# botocore's default (legacy, 5 attempts) gives up within seconds of the store going away:
+# the restart drill (tests/testbed/test_drill_control_plane.py) saw every release and its
+# one retry fail during a SeaweedFS restart. Standard mode backs off up to 20 s a try, about
+# a minute in all, which rides out a store restart.
+S3_RETRIES: Any = {"mode": "standard", "max_attempts": 10}  # botocore's _RetryDict
+
+
 def make_s3_client() -> Any:
     import boto3
+    from botocore.config import Config
 
     endpoint = os.environ.get("COWORKGYM_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
-    return boto3.client("s3", endpoint_url=endpoint)
+    return boto3.client("s3", endpoint_url=endpoint, config=Config(retries=S3_RETRIES))
 
 
 def publisher_for(target: str) -> Publisher:

@@ -45,6 +45,11 @@ results, or when a drill's case count no longer matches its generator.
 NOT_YET = """\
 ## Not drilled yet, and what the drills do not cover
 
+- **Found by the kill drill, not fixed yet**: in the run recorded here 6 of 38 release
+  stages got a second attempt although the test had finished their first pod with a good
+  result (no Job was made twice, nothing was lost, but a release ran twice). The likely
+  cause: a restarted operator whose watches deliver a finished stage Job before its pod
+  takes the stage for one that ended without a result. The drill fails until it is fixed.
 - **The LLM endpoint down or answering 5xx/429 mid-stage and mid-rollout** (the last part
   of item 2) has no drill with figures yet. Single cases are covered by the rollout
   engine's tests (an endpoint that fails makes an invalid trajectory with the reason, never

@@ -7,9 +7,9 @@ test plays the kubelet: tests/drills/loop.py), and, each while environments are 
    (3) seconds;
 2. etcd likewise;
 3. the S3 server (SeaweedFS) likewise, while release stages publish: the test plays those
-   stages with the release stage's own publisher (``S3Publisher``, boto3's default
-   retries with backoff), several at once; one whose retries run out fails as a retryable
-   stage, and the loop makes its next attempt.
+   stages with the release stage's own publisher (``S3Publisher``, its client's retries
+   and backoff, ``S3_RETRIES``), several at once; one whose retries run out fails as a
+   retryable stage, and the loop makes its next attempt.
 
 Throughout, kopf's liveness endpoint is probed every second, as the chart's livenessProbe
 does (every 15 s, restart after 4 failures): the operator must never exit nor fail the probe
@@ -41,8 +41,9 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from coworkgym.release import S3Publisher
+from coworkgym.release import S3_RETRIES, S3Publisher
 from coworkgym_operator.builders import LABEL_STAGE
+from coworkgym_testbed.s3 import client as s3_client
 from coworkgym_testbed.testbed import Testbed, restart, up
 from tests.drills.loop import (
     STAGES,
@@ -70,6 +71,7 @@ RELEASE_TARGET = "s3://cowork-gym/envs"  # tests.support.kube.manifest's spec.re
 # the chart's livenessProbe: every 15 s, the pod restarted after 4 failures in a row
 CRASH_LOOP_S = 15 * 4
 DEADLINE_S = 600.0
+TERMINAL = ("Released", "Rejected", "Failed")
 API_DOWN = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
@@ -200,7 +202,8 @@ def test_the_operator_rides_out_api_server_etcd_and_s3_restarts(
     names = [f"restart-{i:02d}" for i in range(ENVIRONMENTS)]
     package = good_package()
     store = StoreWatch(tb, set(package.files) | set(package.symlinks))
-    releases = Releases(tb.s3_client(), package)
+    # the release stage's own retry policy (coworkgym.release.make_s3_client)
+    releases = Releases(s3_client(tb.s3_endpoint, tb.s3_credentials, retries=S3_RETRIES), package)
     operator = OperatorProcess(tb, NS, tmp_path / "operator.log")
     ledger = Ledger(cluster.custom, NS)
     kubelet = Kubelet(cluster.v1, cluster.batch, NS, releases.result)
@@ -237,7 +240,7 @@ def test_the_operator_rides_out_api_server_etcd_and_s3_restarts(
         while time.monotonic() < started + DEADLINE_S:
             if not poll():
                 continue
-            in_flight = sum(1 for n in names if current.get(n) != "Released")
+            in_flight = sum(1 for n in names if current.get(n) not in TERMINAL)
             if in_flight == 0 and all(f.outage_s for f in faults.values()):
                 break
             releases_made = sum(
