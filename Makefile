@@ -94,7 +94,7 @@ DRILL_TESTS := tests/testbed/test_drill_operator_kills.py tests/testbed/test_dri
 
 .PHONY: reliability-doc
 reliability-doc: install ## Run the reliability drills (test-bed included) and render docs/reliability.md from their results
-	COWORKGYM_TESTBED=1 $(PYTEST) -q $(DRILL_TESTS)
+	COWORKGYM_TESTBED=1 COWORKGYM_DRILLS=1 $(PYTEST) -q $(DRILL_TESTS)
 	$(PY) -m tests.drills.render
 
 .PHONY: bench
