@@ -8,12 +8,9 @@ the ones the CoworkEnvironment controller configures at start-up."""
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import socket
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import kopf
 from pydantic import ValidationError
@@ -34,6 +31,7 @@ from ..reconcile.batch import (
 )
 from ..reconcile.environment import JobObservation
 from .environment import kube
+from .gateway_address import by_address
 from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
 
 SETTINGS = BatchSettings.from_env()
@@ -77,27 +75,12 @@ def observe(batch: dict[str, Any]) -> BatchObserved:
     )
 
 
-_resolved: dict[str, str] = {}
-
-
 def settings_now() -> BatchSettings:
-    """The settings with the gateway's host name resolved to an address: rollout pods get
-    no DNS (queries are a way out), so they are handed the Service's IP."""
+    """The settings, with the gateway's host name resolved to an address for the rollout
+    pods (gateway_address says why)."""
     url = SETTINGS.gateway_url
-    host = urlsplit(url).hostname or ""
-    if not host or _is_address(host):
-        return SETTINGS
-    if host not in _resolved:
-        _resolved[host] = socket.gethostbyname(host)  # raises: kopf retries the reconcile
-    return replace(SETTINGS, gateway_url=url.replace(host, _resolved[host], 1))
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+    resolved = by_address(url)
+    return SETTINGS if resolved == url else replace(SETTINGS, gateway_url=resolved)
 
 
 # the reconciles of one batch take turns, each on a fresh read (controllers/turns.py)

@@ -7,15 +7,12 @@ created or deleted), not that a timer ran."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
-import socket
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import kopf
 
@@ -25,6 +22,7 @@ from ..builders import LABEL_ENV, LABEL_SANDBOX
 from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
+from .gateway_address import by_address
 from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
 from .watches import Indices
 
@@ -176,27 +174,12 @@ def _reconcile_once(
     post_events(body, plan.events)
 
 
-_resolved: dict[str, str] = {}
-
-
 def settings_now() -> OperatorSettings:
-    """The settings with the gateway's host name resolved to an address: stage pods get no
-    DNS (queries are a way out), so they are handed the Service's IP."""
+    """The settings, with the gateway's host name resolved to an address for the stage
+    pods (gateway_address says why)."""
     url = SETTINGS.gateway_url
-    host = urlsplit(url).hostname or ""
-    if not host or _is_address(host):
-        return SETTINGS
-    if host not in _resolved:
-        _resolved[host] = socket.gethostbyname(host)  # raises: kopf retries the reconcile
-    return replace(SETTINGS, gateway_url=url.replace(host, _resolved[host], 1))
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+    resolved = by_address(url)
+    return SETTINGS if resolved == url else replace(SETTINGS, gateway_url=resolved)
 
 
 def _family(env: dict[str, Any]) -> str:
