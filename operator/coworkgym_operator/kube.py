@@ -3,6 +3,7 @@ runs sync handlers in its thread pool)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +15,18 @@ from .api.types import GROUP, PLURAL, VERSION
 from .builders import LABEL_ENV, LABEL_SANDBOX, Manifest
 from .reconcile.environment import JobObservation
 from .reconcile.observe import job_observation
+
+
+def created(create: Callable[[], object]) -> bool:
+    """Run a create call; an object that already exists is fine (level-triggered: a
+    restarted operator plans the same creates again). True if this call created it."""
+    try:
+        create()
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True
 
 
 class Kube:
@@ -135,22 +148,17 @@ class Kube:
         namespace = manifest["metadata"]["namespace"]
         kind = manifest["kind"]
         body: Any = manifest  # the client accepts plain dicts as request bodies
-        try:
-            if kind == "Job":
-                self.batch.create_namespaced_job(namespace, body)
-            elif kind == "PersistentVolumeClaim":
-                self.core.create_namespaced_persistent_volume_claim(namespace, body)
-            elif kind == "NetworkPolicy":
-                self.net.create_namespaced_network_policy(namespace, body)
-            elif kind == "Secret":  # the gateway tokens of LLM-backed stages
-                self.core.create_namespaced_secret(namespace, body)
-            else:
-                raise ValueError(f"cannot create {kind}")
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        if kind == "Job":
+            return created(lambda: self.batch.create_namespaced_job(namespace, body))
+        if kind == "PersistentVolumeClaim":
+            return created(
+                lambda: self.core.create_namespaced_persistent_volume_claim(namespace, body)
+            )
+        if kind == "NetworkPolicy":
+            return created(lambda: self.net.create_namespaced_network_policy(namespace, body))
+        if kind == "Secret":  # the gateway tokens of LLM-backed stages and rollouts
+            return created(lambda: self.core.create_namespaced_secret(namespace, body))
+        raise ValueError(f"cannot create {kind}")
 
     def delete_children(self, namespace: str, env_name: str) -> None:
         """Belt and braces next to owner references: works without a garbage collector."""

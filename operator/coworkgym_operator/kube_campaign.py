@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from .api.campaign import CAMPAIGN_PLURAL
 from .api.types import GROUP, PLURAL, VERSION
 from .builders import Manifest
-from .kube import Kube, merge_patch
+from .kube import Kube, created, merge_patch
 from .reconcile.campaign import ChildState
 from .reconcile.campaign_plan import LABEL_CAMPAIGN, LABEL_CAPABILITY, LABEL_DOMAIN, LABEL_INDEX
 
@@ -60,15 +60,11 @@ class CampaignKube:
     def create(self, manifest: Manifest) -> bool:
         """Create a child; one that exists is fine (level-triggered). True if created."""
         body: Any = manifest
-        try:
-            self.custom.create_namespaced_custom_object(
+        return created(
+            lambda: self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, manifest["metadata"]["namespace"], PLURAL, body
             )
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        )
 
     def delete(self, namespace: str, kind: str, name: str) -> bool:
         raise ValueError(f"a campaign deletes no single {kind}")  # its plans delete nothing

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from .api.batch import BATCH_PLURAL, EnvironmentSelection
 from .api.training import TRAINING_PLURAL
 from .api.types import GROUP, VERSION
-from .kube import Kube, merge_patch
+from .kube import Kube, created, merge_patch
 from .kube_batch import BatchKube
 from .rayjob import RAY_GROUP, RAY_VERSION, RAYJOB_KIND, RAYJOB_PLURAL
 from .reconcile.environment import JobObservation
@@ -118,9 +118,7 @@ class TrainingKube:
     def log_tail(self, namespace: str, job: str) -> str:
         """The last lines of the newest pod of Job ``job`` (a RayJob's submitter Job has
         the RayJob's name); "" while no container has started."""
-        pods: Any = self.kube.core.list_namespaced_pod(
-            namespace, label_selector=f"job-name={job}"
-        )
+        pods: Any = self.kube.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
         if not pods.items:
             return ""
         newest: Any = max(pods.items, key=lambda p: p.metadata.creation_timestamp)
@@ -150,15 +148,11 @@ class TrainingKube:
         if manifest["kind"] != RAYJOB_KIND:
             return self.kube.create(manifest)
         body: Any = manifest
-        try:
-            self.custom.create_namespaced_custom_object(
+        return created(
+            lambda: self.custom.create_namespaced_custom_object(
                 RAY_GROUP, RAY_VERSION, manifest["metadata"]["namespace"], RAYJOB_PLURAL, body
             )
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        )
 
     def delete(self, namespace: str, kind: str, name: str) -> bool:
         if kind != RAYJOB_KIND:
