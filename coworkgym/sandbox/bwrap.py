@@ -186,10 +186,11 @@ class _DiskWatch:
     """Kills the run once its writable mounts hold more than ``max_bytes`` (allocated
     blocks, so a sparse file counts what it really takes) or ``max_files`` files. A run
     that starts above a limit (an earlier one overshot) may shrink, never grow. Polls in a
-    thread, at most a third of the time spent measuring: a fast writer overshoots by what
-    it writes in one poll."""
+    thread with the run frozen while it measures, so a writer cannot race the walk (under
+    CPU starvation the walk is slow and a running writer outran it); at most half the
+    time is spent measuring. A fast writer overshoots by what it writes in one pause."""
 
-    POLL_S = 0.2
+    POLL_S = 0.1
 
     def __init__(
         self,
@@ -226,14 +227,15 @@ class _DiskWatch:
         pause = self.POLL_S
         while not self._done.wait(pause):
             started = time.monotonic()
-            used, files = self._usage(self.max_bytes, self.max_files)
-            over_bytes = self.max_bytes is not None and used > self.max_bytes
-            if over_bytes or (self.max_files is not None and files > self.max_files):
-                self.exceeded = True
-                _kill(self.proc)
-                self.cgroup.kill_all()
-                return
-            pause = max(self.POLL_S, 2 * (time.monotonic() - started))
+            with self.cgroup.frozen():
+                used, files = self._usage(self.max_bytes, self.max_files)
+                over_bytes = self.max_bytes is not None and used > self.max_bytes
+                if over_bytes or (self.max_files is not None and files > self.max_files):
+                    self.exceeded = True
+                    _kill(self.proc)
+                    self.cgroup.kill_all()
+                    return
+            pause = max(self.POLL_S, time.monotonic() - started)
 
     def stop(self) -> None:
         self._done.set()

@@ -1,8 +1,8 @@
 """Memory and PID limits through a per-run cgroup (v1 controllers or the v2 unified tree).
 
 bubblewrap has no resource limits of its own; a cgroup also lets us kill every process a
-run left behind. Where cgroups are not writable we fall back to RLIMIT_AS (weaker: it
-counts virtual memory) and say so in the log.
+run left behind, and freeze it while its disk use is measured. Where cgroups are not
+writable we fall back to RLIMIT_AS (weaker: it counts virtual memory) and say so in the log.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
@@ -28,6 +29,7 @@ class RunCgroup:
         self.memory_dir: Path | None = None
         self.memory_bytes = memory_mb * 1024 * 1024
         self.cpu_file: Path | None = None
+        self.freeze_file: Path | None = None  # v1 freezer.state or v2 cgroup.freeze
         try:
             self._create(max_pids)
         except OSError as exc:
@@ -57,6 +59,11 @@ class RunCgroup:
                 cpuacct.mkdir()
                 self.dirs.append(cpuacct)
                 self.cpu_file = cpuacct / "cpuacct.usage"
+            freezer = CGROUP_ROOT / "freezer" / self.name
+            if freezer.parent.is_dir():
+                freezer.mkdir()
+                self.dirs.append(freezer)
+                self.freeze_file = freezer / "freezer.state"
         elif (CGROUP_ROOT / "cgroup.controllers").exists():
             unified = CGROUP_ROOT / self.name
             unified.mkdir()
@@ -65,6 +72,8 @@ class RunCgroup:
             (unified / "pids.max").write_text(str(max_pids))
             self.memory_dir = unified
             self.cpu_file = unified / "cpu.stat"
+            if (unified / "cgroup.freeze").exists():
+                self.freeze_file = unified / "cgroup.freeze"
         else:
             raise OSError("no writable cgroup hierarchy")
 
@@ -99,6 +108,41 @@ class RunCgroup:
             if key == "usage_usec":
                 return int(value) / 1e6
         return None
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every process of the run stopped for the block (best effort: without a freezer
+        it runs on). A frozen task takes a SIGKILL once thawed, which the block's end does."""
+        if self.freeze_file is None or not self._set_frozen(True):
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._set_frozen(False)
+
+    def _set_frozen(self, frozen: bool) -> bool:
+        assert self.freeze_file is not None
+        v1 = self.freeze_file.name == "freezer.state"
+        try:
+            if v1:
+                self.freeze_file.write_text("FROZEN" if frozen else "THAWED")
+            else:
+                self.freeze_file.write_text("1" if frozen else "0")
+            if not frozen:
+                return True
+            # freezing is asynchronous: wait (briefly) until every task has stopped
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                if v1 and self.freeze_file.read_text().strip() == "FROZEN":
+                    return True
+                events = self.freeze_file.with_name("cgroup.events")
+                if not v1 and "frozen 1" in events.read_text():
+                    return True
+                time.sleep(0.001)
+            return True  # still freezing: what is left is what it writes meanwhile
+        except OSError:
+            return False
 
     def kill_all(self) -> None:
         for d in self.dirs:

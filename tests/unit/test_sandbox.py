@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from coworkgym.sandbox import Limits, Mount, default_sandbox
+from coworkgym.sandbox.cgroups import RunCgroup
 
 PY = "/usr/bin/python3"
 
@@ -72,3 +75,48 @@ def test_missing_tool_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         BubblewrapSandbox()
+
+
+def test_a_fast_file_writer_is_stopped_near_the_file_limit(tmp_path: Path) -> None:
+    # the run is frozen while the watch counts, so the writer cannot outrun the walk; what
+    # it writes in one pause (0.1 s, or the walk's time) is all it may overshoot by
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code = "for i in range(200_000): open(f'/app/f{i}', 'w').close()"
+    result = default_sandbox().run(
+        [PY, "-c", code],
+        [Mount(ws, "/app", writable=True)],
+        limits=Limits(timeout_s=60, max_files=2_000),
+    )
+    made = sum(1 for _ in ws.iterdir())
+    assert result.disk_exceeded, result.describe()
+    print(f"{made} files at a limit of 2000")
+    assert 2_000 < made < 2_000 + 6_000, made
+
+
+def test_a_frozen_run_makes_no_progress_and_resumes() -> None:
+    cgroup = RunCgroup(memory_mb=64, max_pids=8)
+    if cgroup.freeze_file is None:
+        cgroup.close()
+        pytest.skip("no cgroup freezer on this machine")
+    counter = subprocess.Popen(
+        [PY, "-c", "import time\nn = 0\nwhile True:\n    n += 1\n    print(n, flush=True)"],
+        stdout=subprocess.PIPE,
+        preexec_fn=cgroup.enter,
+    )
+    try:
+        assert counter.stdout is not None
+        counter.stdout.readline()
+        with cgroup.frozen():
+            time.sleep(0.05)  # what was in flight lands
+            cpu_before = cgroup.cpu_seconds() or 0.0
+            time.sleep(0.3)
+            cpu_frozen = (cgroup.cpu_seconds() or 0.0) - cpu_before
+        assert cpu_frozen < 0.02, cpu_frozen
+        counter.stdout.readline()  # thawed: it goes on
+    finally:
+        cgroup.kill_all()
+        counter.wait()
+        if counter.stdout is not None:
+            counter.stdout.close()
+        cgroup.close()
