@@ -23,7 +23,7 @@ from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
 from .gateway_address import by_address
-from .turns import Turns, carry_out, counted, fresh, log_transition, post_events
+from .turns import Turns, carry_out, counted, delete_children, fresh, log_transition, post_events
 from .watches import Indices
 
 SETTINGS = OperatorSettings.from_env()
@@ -155,11 +155,14 @@ def _reconcile_once(
     with counted(namespace, "CoworkEnvironment"):
         observed = _observe(env, indices)
         plan = reconcile(env, observed, settings_now())
+        # The status first, then the deletes: a finished stage's pod holds its result, so a
+        # kill between removing it and recording the result would lose it and run the
+        # stage again; recorded first, a restarted operator reads the end from the status
+        # and plans the same deletes again.
+        carry_out(kube(), logger, namespace, name, [], plan.create, env["status"], plan.status)
+        delete_children(kube(), logger, namespace, plan.delete)
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
-        carry_out(
-            kube(), logger, namespace, name, plan.delete, plan.create, env["status"], plan.status
-        )
     _created[uid].update(f"{m['kind']}/{m['metadata']['name']}" for m in plan.create)
     _created[uid].difference_update(f"{kind}/{child}" for kind, child in plan.delete)
     idle = not (plan.create or plan.delete or plan.delete_stage_pods) and (

@@ -87,14 +87,20 @@ def carry_out(
 ) -> None:
     """Delete, then create the plan's children (logging each one that changed), then write
     the status with a merge patch unless it is unchanged."""
-    for kind, child in delete:
-        if client.delete(namespace, kind, child):
-            logger.info(f"deleted {kind}/{child}")
+    delete_children(client, logger, namespace, delete)
     for manifest in create:
         if client.create(manifest):
             logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
     if after != before:  # skip no-op writes
         client.write_status(namespace, name, before, after)
+
+
+def delete_children(
+    client: Writer, logger: kopf.Logger, namespace: str, delete: Iterable[tuple[str, str]]
+) -> None:
+    for kind, child in delete:
+        if client.delete(namespace, kind, child):
+            logger.info(f"deleted {kind}/{child}")
 
 
 @contextmanager

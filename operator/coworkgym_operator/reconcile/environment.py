@@ -103,7 +103,8 @@ class Plan:
     create: list[Manifest] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
     # the finished stage pods, which keep the role volumes in use (kept by pvc-protection
-    # until no pod names them), go with the volumes; their Jobs stay, with their results
+    # until no pod names them), go with the volumes; their Jobs stay, with their results.
+    # The controller deletes after it has written the status (the pods hold the results).
     delete_stage_pods: bool = False
     events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
     finished: str | None = None  # outcome, when the environment reached a terminal phase
