@@ -14,7 +14,9 @@ gateway with this rollout's token (the engine sets ``policy.base_url``/``api_key
   ``choice.token_ids`` and ``prompt_token_ids`` (on the choice or the response); a server
   that refuses those parameters (HTTP 400) is asked again without them, once.
 - The endpoint failing after the client's retries ends the rollout as ``model_error``
-  (``budget_exhausted`` when the gateway says the rollout's token budget is spent).
+  (``budget_exhausted`` when the gateway says the rollout's token budget is spent). A
+  provider's own spent quota (429 ``insufficient_quota``, passed through by the gateway)
+  is the endpoint failing, not the policy's budget: ``model_error``, never verified.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ log = structlog.get_logger(__name__)
 
 CONTEXT_CHARS = 160_000  # about 40k tokens of conversation on the wire
 KEEP_RECENT = 8
-BUDGET_CODES = {"budget_exhausted", "insufficient_quota"}
+# the gateway's answer when this rollout's token budget is spent (coworkgym.llm.gateway);
+# an upstream's "insufficient_quota" is its account's, and says nothing about the policy
+BUDGET_CODES = {"budget_exhausted"}
 
 
 @register("tool-calling")

@@ -21,6 +21,7 @@ from .record import COMMITTED, DOC, DrillResult, load, results_dir
 DRILLS = {
     "operator-kills": "1",
     "control-plane": "2",
+    "llm-endpoint": "2",
     "hostile-specs-api": "3",
     "hostile-specs-cli": "3",
     "hostile-packages": "4",
@@ -50,10 +51,13 @@ NOT_YET = """\
   result (no Job was made twice, nothing was lost, but a release ran twice). The likely
   cause: a restarted operator whose watches deliver a finished stage Job before its pod
   takes the stage for one that ended without a result. The drill fails until it is fixed.
-- **The LLM endpoint down or answering 5xx/429 mid-stage and mid-rollout** (the last part
-  of item 2) has no drill with figures yet. Single cases are covered by the rollout
-  engine's tests (an endpoint that fails makes an invalid trajectory with the reason, never
-  a 0 reward) and the gateway's.
+- The LLM-endpoint drill runs the stages in the local loop, not as the operator's stage
+  Jobs: a stage pod writes the same retryable failure into its result
+  (`coworkgym/roles/job.py`), which the controller feeds to the same state machine, but no
+  endpoint outage is drilled through a stage pod. A provider's spent quota (429
+  `insufficient_quota`) mid-stage ends the stage for good (`tokens_exhausted`, not
+  retryable); mid-rollout it is a `model_error` (invalid, not scored) since this drill
+  found it recorded as a verified reward 0.
 - The operator drills run the operator as a process beside the test-bed's API server, not
   the chart's pod on the node, and the test plays the kubelet: stages and rollouts are
   instant, so the kills land mid-reconcile, but no stage pod really runs (the single case
@@ -70,6 +74,7 @@ NOT_YET = """\
 TESTS = {
     "operator-kills": "tests/testbed/test_drill_operator_kills.py",
     "control-plane": "tests/testbed/test_drill_control_plane.py",
+    "llm-endpoint": "tests/integration/test_drill_llm_endpoint.py",
     "hostile-specs-api": "tests/testbed/test_drill_hostile_specs.py",
     "hostile-specs-cli": "tests/unit/test_drill_hostile_specs.py",
     "hostile-packages": "tests/integration/test_drill_hostile_packages.py",

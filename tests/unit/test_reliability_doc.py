@@ -36,6 +36,15 @@ def test_the_package_and_agent_drills_counted_todays_cases() -> None:
     assert load(COMMITTED / "hostile-agents.json").figures["attacks"] == len(ATTACKS)
 
 
+def test_the_llm_endpoint_drill_counted_todays_cases_and_never_scored_a_failure() -> None:
+    from tests.integration.test_drill_llm_endpoint import ROLLOUT_CASES, STAGE_CASES
+
+    figures = load(COMMITTED / "llm-endpoint.json").figures
+    assert figures["cases"] == len(ROLLOUT_CASES) + len(STAGE_CASES)
+    assert figures["zero_rewards_recorded"] == figures["persistent_rollouts_scored"] == 0
+    assert figures["stage_failures_not_retryable"] == 0
+
+
 def test_the_kill_drill_met_the_issues_counts() -> None:
     from tests.testbed.test_drill_operator_kills import MIN_ENVIRONMENTS, MIN_KILLS
 

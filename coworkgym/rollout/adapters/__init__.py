@@ -20,7 +20,9 @@ import httpx
 from ..harness import Harness, HarnessError, register
 
 EXTRA = "pip install 'cowork-gym[harnesses]'"
-BUDGET_CODES = frozenset({"budget_exhausted", "insufficient_quota"})
+# the gateway's answer when the rollout's token budget is spent; a provider's own
+# "insufficient_quota" is the endpoint failing (model_error), as in the tool-calling harness
+BUDGET_CODES = frozenset({"budget_exhausted"})
 # harness name → the module it needs (what ``missing_library`` checks before importing)
 LIBRARIES = {"mini-swe-agent": "minisweagent", "openai-agents": "agents"}
 
