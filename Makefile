@@ -90,7 +90,7 @@ corpus: install ## Write the detector corpus (good + labelled defective packages
 DRILL_TESTS := tests/testbed/test_drill_operator_kills.py tests/testbed/test_drill_control_plane.py \
 	tests/unit/test_drill_hostile_specs.py tests/testbed/test_drill_hostile_specs.py \
 	tests/integration/test_drill_hostile_packages.py tests/testbed/test_drill_hostile_packages_s3.py \
-	tests/integration/test_drill_hostile_agents.py
+	tests/integration/test_drill_hostile_agents.py tests/integration/test_drill_llm_endpoint.py
 
 .PHONY: reliability-doc
 reliability-doc: install ## Run the reliability drills (test-bed included) and render docs/reliability.md from their results
