@@ -75,6 +75,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # we watch one known CRD; scanning for namespaces/CRDs only costs a namespaced operator
     # (without cluster-wide list rights) a minute of retries at start-up
     settings.scanning.disabled = True
+    # A deleted object keeps its finalizer until its timer has exited; a timer caught
+    # mid-run (waiting for the object's turn) is polled again after this long (kopf's
+    # default, 60 s, held each such deletion a minute)
+    settings.background.cancellation_polling = 1.0
     quiet = _QuietTimerSuccess()
     for name in ("kopf.objects", "kopf"):
         logger = logging.getLogger(name)
