@@ -45,7 +45,7 @@ from tests.support.kube import Cluster, manifest
 pytestmark = [
     pytest.mark.testbed,
     pytest.mark.slow,
-    pytest.mark.timeout(1200),
+    pytest.mark.timeout(1800),
     # Not in the default suite: at the counts it runs 13 min (each kill costs an
     # operator start-up, ~12 s), and it fails today on a real defect (after a restart a few
     # stages get a second Job: 6 of 44 in a 15-kill run; docs/reliability.md). It runs in
@@ -63,7 +63,7 @@ SAMPLES = int(os.environ.get("COWORKGYM_DRILL_BATCH_SAMPLES", "4"))
 BATCH = "kill-batch"
 WORK_S = (0.0, 1.5)  # how long the operator works after recovering, before the next kill
 RECOVERY_LIMIT_S = 90.0  # a restarted operator that does nothing this long has not recovered
-DEADLINE_S = 1000.0
+DEADLINE_S = 1500.0  # each kill costs an operator start-up: ~12 s idle, ~30 s on a busy machine
 
 
 def batch_manifest(environments: list[str]) -> str:
@@ -160,7 +160,10 @@ def test_the_operator_killed_50_times_loses_and_duplicates_nothing(
                 restarted_at, next_kill = time.monotonic(), None
             time.sleep(0.1)
         # undisturbed now: whatever is still owed (stage pods deleted, events) is done
-        cluster.wait(lambda: not left_behind(cluster.v1, cluster.ns)["pods"], timeout=60)
+        # (not raising here: what is left behind is a row of the record, asserted below)
+        settle = time.monotonic() + 60
+        while left_behind(cluster.v1, cluster.ns)["pods"] and time.monotonic() < settle:
+            time.sleep(0.5)
     finally:
         operator.stop()
     total_s = time.monotonic() - started

@@ -162,11 +162,12 @@ def _reconcile_once(
         # The status first, then the deletes: a finished stage's pod holds its result, so a
         # kill between removing it and recording the result would lose it and run the
         # stage again; recorded first, a restarted operator reads the end from the status
-        # and plans the same deletes again.
+        # and plans the same deletes again. The pods go before the claims, whose presence
+        # is what plans both again after a kill.
         carry_out(kube(), logger, namespace, name, [], plan.create, env["status"], plan.status)
-        delete_children(kube(), logger, namespace, plan.delete)
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
+        delete_children(kube(), logger, namespace, plan.delete)
     _created[uid].update(f"{m['kind']}/{m['metadata']['name']}" for m in plan.create)
     _created[uid].difference_update(f"{kind}/{child}" for kind, child in plan.delete)
     idle = not (plan.create or plan.delete or plan.delete_stage_pods) and (
