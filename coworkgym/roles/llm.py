@@ -61,6 +61,17 @@ def _resources_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "resources"
 
 
+def copy_into(source: Path, target: Path) -> None:
+    """Copy what ``source`` holds into the existing directory ``target``, leaving the mode
+    and times of ``target`` itself alone: in a stage pod it is an emptyDir's mount point,
+    which the role's non-root user may not chmod or touch (copytree copies them, EPERM)."""
+    for item in source.iterdir():
+        if item.is_dir():
+            shutil.copytree(item, target / item.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(item, target / item.name)
+
+
 @contextmanager
 def role_dirs(prefix: str, names: tuple[str, ...], in_place: bool) -> Iterator[list[Path]]:
     """The role's directories, fresh: /<name> itself in place (a stage pod's emptyDirs),
@@ -149,7 +160,7 @@ class LLMBuilder(_Role):
             build_dir, scratch = dirs[0], dirs[1]
             resources = _resources_dir()
             if self.in_place:  # a copy at the path the prompt names
-                shutil.copytree(resources, dirs[2], dirs_exist_ok=True)
+                copy_into(resources, dirs[2])
                 resources = dirs[2]
             if previous is not None:
                 export_builder(previous, build_dir)
