@@ -77,12 +77,15 @@ def free_port() -> int:
 
 
 def scrape(port: int) -> dict[str, float]:
-    """coworkgym_api_calls_total summed, and coworkgym_transitions_total summed."""
+    """coworkgym_api_calls_total summed (and by its labels, "api_calls <labels>"), and
+    coworkgym_transitions_total summed."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     out = {"api_calls": 0.0, "transitions": 0.0}
     for line in text.splitlines():
         if line.startswith("coworkgym_api_calls_total{"):
-            out["api_calls"] += float(line.rsplit(" ", 1)[1])
+            labels, value = line.removeprefix("coworkgym_api_calls_total").rsplit(" ", 1)
+            out["api_calls"] += float(value)
+            out[f"api_calls {labels}"] = float(value)
         elif line.startswith("coworkgym_transitions_total{"):
             out["transitions"] += float(line.rsplit(" ", 1)[1])
     return out
@@ -287,6 +290,11 @@ def main() -> None:
         figures["idle"] = {
             "cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 3),
             "api_calls_per_s": round((after["api_calls"] - before["api_calls"]) / (t1 - t0), 1),
+            "api_calls_by_kind": {
+                key.removeprefix("api_calls "): after[key] - before.get(key, 0.0)
+                for key in after
+                if key.startswith("api_calls {") and after[key] > before.get(key, 0.0)
+            },
             "rss_mib": round(rss_mib(operator.pid), 1),
             "noop_kopf_cpu_cores": round((cpu_seconds(noop.pid) - noop0) / (t1 - t0), 3),
             "noop_kopf_rss_mib": round(rss_mib(noop.pid), 1),
