@@ -46,11 +46,12 @@ results, or when a drill's case count no longer matches its generator.
 NOT_YET = """\
 ## Not drilled yet, and what the drills do not cover
 
-- **Found by the kill drill, not fixed yet**: in the run recorded here 6 of 38 release
-  stages got a second attempt although the test had finished their first pod with a good
-  result (no Job was made twice, nothing was lost, but a release ran twice). The likely
-  cause: a restarted operator whose watches deliver a finished stage Job before its pod
-  takes the stage for one that ended without a result. The drill fails until it is fixed.
+- **Found by the kill drill, and fixed**: in an earlier run 6 of 38 release stages got a
+  second attempt although their first pod had finished with a good result. The cause: the
+  controller deleted an environment's finished stage pods (which hold the stage results)
+  before it wrote the terminal status, so a kill between the two lost the release's result
+  and the restarted operator ran the release again. It now writes the status first, then
+  deletes the pods, then the claims (whose presence plans the clean-up again after a kill).
 - The LLM-endpoint drill runs the stages in the local loop, not as the operator's stage
   Jobs: a stage pod writes the same retryable failure into its result
   (`coworkgym/roles/job.py`), which the controller feeds to the same state machine, but no

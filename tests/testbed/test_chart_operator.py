@@ -188,7 +188,11 @@ def test_one_replica_works_the_other_takes_over(
 
         # Deleting the environment removes its children, under the chart's RBAC (volumes
         # go once the pvc-protection controller sees no pod using them).
-        testbed.kubectl("delete", "cwe", "ha-check", "-n", ns, "--wait=true", "--timeout=60s")
+        deleted = testbed.kubectl(
+            "delete", "cwe", "ha-check", "-n", ns, "--wait=true", "--timeout=60s", check=False
+        )
+        left = testbed.kubectl("get", "cwe", "ha-check", "-n", ns, "-o", "yaml", check=False)
+        assert deleted.returncode == 0, deleted.stderr + left.stdout + standby.output()[-3000:]
 
         def children_gone() -> bool:
             return not testbed.kubectl(
