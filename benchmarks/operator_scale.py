@@ -91,6 +91,21 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def settle(port: int, quiet_s: float = 6.0, limit_s: float = 600.0) -> float:
+    """Wait until the operator's API calls stop (none for ``quiet_s``): every environment
+    has folded in its started pod. How long that took."""
+    started = time.monotonic()
+    last, quiet_since = scrape(port)["api_calls"], time.monotonic()
+    while time.monotonic() - started < limit_s:
+        time.sleep(1.0)
+        now = scrape(port)["api_calls"]
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            break
+    return round(time.monotonic() - started, 1)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
@@ -206,6 +221,10 @@ def main() -> None:
     ap.add_argument("--finish", type=int, default=50, help="builder pods to finish")
     ap.add_argument("--operator-path", help="PYTHONPATH head for the operator (compare trees)")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument(
+        "--operator-env", action="append", default=[], metavar="KEY=VALUE",
+        help="an environment variable for the operator's process (repeatable)",
+    )  # fmt: skip
     args = ap.parse_args()
 
     tb = Testbed.load(ROOT / ".testbed")
@@ -224,8 +243,15 @@ def main() -> None:
         | {
             "COWORKGYM_METRICS_PORT": str(port),
             "COWORKGYM_RECONCILE_INTERVAL": "3",
+            # the benchmark starts the stage pods only once every environment is Building,
+            # which at thousands of objects takes longer than the start grace (120 s): the
+            # attempts would end and be retried, a churn no kubelet would cause
+            "COWORKGYM_STAGE_START_GRACE_SECONDS": "3600",
         }
     )
+    for setting in args.operator_env:  # e.g. MALLOC_ARENA_MAX=2
+        key, _, value = setting.partition("=")
+        env[key] = value
     if args.operator_path:
         env["PYTHONPATH"] = args.operator_path + os.pathsep + env.get("PYTHONPATH", "")
     log = Path(tempfile.mkdtemp(prefix="operator-scale-")) / "operator.log"
@@ -282,7 +308,7 @@ def main() -> None:
         # 2. every builder pod started; settle; idle figures
         for pod in bench.builder_pods():
             bench.set_pod(pod.metadata.name, "Running", {"running": {"startedAt": now_iso()}})
-        time.sleep(15)
+        figures["settle_s"] = settle(port)
         before, cpu0, t0 = scrape(port), cpu_seconds(operator.pid), time.monotonic()
         noop0 = cpu_seconds(noop.pid)
         time.sleep(args.idle)
