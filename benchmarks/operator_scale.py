@@ -16,6 +16,10 @@ not exist, and this script plays their kubelet). Steps:
    it) and time each until the environment's Built condition is True; count the API calls
    and transitions meanwhile.
 
+Beside ours runs ``noop_operator.py`` (kopf with a handler that returns) on the same
+objects: its CPU in the same windows and its RSS are the baseline for "CPU per transition"
+and memory per object.
+
 API calls are the operator's own count (coworkgym_api_calls_total: the handlers' requests;
 kopf's watch streams, annotation patches and events are not in it). Prints figures;
 asserts nothing. The operator runs with the chart's defaults (3 s timer, kopf's pool).
