@@ -377,22 +377,33 @@ def main() -> None:
         }
         figures["rss_mib_end"] = round(rss_mib(operator.pid), 1)
     finally:
-        # delete the environments while the operator still runs: their finalizers go with it
-        tb.kubectl("delete", "cwe", "--all", "-n", ns, "--wait=false", check=False)
-        deadline = time.monotonic() + 180
+        # the figures first: a clean-up that fails (an API server busy with thousands of
+        # deletes) must not lose them
+        print(json.dumps(figures, indent=2))
+        print(f"operator log: {log}")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        clean_up(tb, bench, ns, [noop, operator])
+
+
+def clean_up(tb: Testbed, bench: Bench, ns: str, processes: list[subprocess.Popen[bytes]]) -> None:
+    """Delete the environments while the operator still runs (their finalizers go with it),
+    then stop the operators and drop the namespace."""
+    try:
+        tb.kubectl("delete", "cwe", "--all", "-n", ns, "--wait=false", check=False, timeout=600)
+        deadline = time.monotonic() + 300
         while bench.phases() and time.monotonic() < deadline:
             time.sleep(2)
-        noop.terminate()
-        operator.terminate()
+    except subprocess.TimeoutExpired:
+        print("clean-up: the environments' delete timed out; the namespace goes anyway")
+    for process in processes:
+        process.terminate()
+    for process in processes:
         try:
-            operator.wait(40)
+            process.wait(40)
         except subprocess.TimeoutExpired:
-            operator.kill()
-        tb.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-    print(json.dumps(figures, indent=2))
-    print(f"operator log: {log}")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
+            process.kill()
+    tb.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 if __name__ == "__main__":
