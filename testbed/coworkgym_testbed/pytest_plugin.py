@@ -98,6 +98,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
         elif "node" in item.keywords and not node_enabled(config):
             item.add_marker(skip_node)
+    # A test that leaves the shared test-bed busy for a while (thousands of objects to
+    # delete, a namespace terminating) runs after the others of its session, whose timing
+    # it would otherwise skew (a stage pod's scheduling problem reported late).
+    items.sort(key=lambda item: item.get_closest_marker("runs_last") is not None)
 
 
 @pytest.fixture(scope="session")
