@@ -4,8 +4,9 @@ ends with its coverage in status.
 
 The cheapest campaign that still covers the taxonomy: procedural roles (no model), one user
 turn (the shortest tasks), the default revise budget, and four children in flight (the
-node's two CPUs take four stage pods of 500m). The CI run is a campaign of 8; the one of 30
-(the issue's) is marked slow and runs in CI too, with its wall time printed.
+node's two CPUs take four stage pods of 500m). The campaign is the issue's 30 (slow; it runs
+in CI too, with its wall time printed); a smaller one ran the same checks and was dropped, as
+the larger covers it and the node session is the suite's longest.
 """
 
 from __future__ import annotations
@@ -100,16 +101,6 @@ def report(
         f"{status['counts']}; failure ratio {status.get('failureRatio')}"
     )
     print("progress:", " | ".join(watched))
-
-
-@pytest.mark.timeout(1800)
-def test_a_small_campaign_finishes_on_the_node_with_its_coverage(
-    cluster: Cluster,
-    operator: Callable[..., subprocess.Popen[bytes]],  # noqa: F811
-) -> None:
-    found, seconds, watched = run_campaign(cluster, operator, "ci", 8)
-    report("ci", 8, seconds, watched, found)
-    check(found, 8, cluster)
 
 
 @pytest.mark.slow

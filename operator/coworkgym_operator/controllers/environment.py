@@ -225,8 +225,10 @@ def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def on_change(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
-    _reconcile(body, logger, Indices.of(kwargs))
+async def on_change(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
+    # async, so that a run queued while the operator stops costs no hop through a thread
+    if not shutdown.stopping():
+        await asyncio.to_thread(_reconcile, body, logger, Indices.of(kwargs))
 
 
 @kopf.timer(
@@ -247,23 +249,30 @@ async def on_timer(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
     await asyncio.to_thread(_reconcile, body, logger, indices)
 
 
-@kopf.on.event("v1", "pods", labels={LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"})
-def on_stage_pod(
+def _pod_ended(status: Any, **_: Any) -> bool:
+    return (status or {}).get("phase") in ("Succeeded", "Failed") and not shutdown.stopping()
+
+
+# `when` is decided on the event loop: the many events of pods still pending or running
+# (the scheduler's retries among them) invoke nothing, and none queue behind a stop
+@kopf.on.event(
+    "v1", "pods", labels={LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"}, when=_pod_ended
+)
+async def on_stage_pod(
     body: kopf.Body, namespace: str | None, labels: Any, logger: kopf.Logger, **kwargs: Any
 ) -> None:
     """A stage pod ended: reconcile its environment now, not at its next timer run (so a
     finished stage is noticed in about a second). The log lines of that reconcile carry
     the pod's name; its events go on the environment."""
-    phase = (body.get("status") or {}).get("phase")
     indices = Indices.of(kwargs)
-    if phase not in ("Succeeded", "Failed") or indices is None or shutdown.stopping():
+    if indices is None or shutdown.stopping():
         return
     owner = indices.owner(str(namespace), str(labels.get("job-name", "")))
     if owner is None:  # the Job's watch has not delivered it: the timer sees to it
         return
     meta = {"namespace": str(namespace), "name": str(labels[LABEL_ENV]), "uid": owner}
     raw: Any = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta}
-    _reconcile(kopf.Body(raw), logger, indices)
+    await asyncio.to_thread(_reconcile, kopf.Body(raw), logger, indices)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
