@@ -23,6 +23,12 @@ ENVIRONMENTS = Gauge(
     [*ENV_LABELS, "phase"],
     registry=REGISTRY,
 )
+TAKEN_UP = Counter(
+    "coworkgym_environments_created",
+    "Environments the operator took up: their first status written (the funnel's start)",
+    ENV_LABELS,
+    registry=REGISTRY,
+)
 FINISHED = Counter(
     "coworkgym_environments_finished",
     "Environments that reached a verdict, by outcome (released, rejected, failed)",

@@ -52,6 +52,8 @@ def test_an_environment_walks_build_execute_release(
     released_before = (
         REGISTRY.get_sample_value("coworkgym_environments_finished_total", finished) or 0.0
     )
+    taken = {"namespace": cluster.ns, "family": finished["family"]}
+    created_before = REGISTRY.get_sample_value("coworkgym_environments_created_total", taken) or 0.0
     with operator() as runner:
         cluster.apply(manifest("demo"))
         builder = cluster.job("demo-builder-i0-a1")
@@ -144,6 +146,9 @@ def test_an_environment_walks_build_execute_release(
         REGISTRY.get_sample_value("coworkgym_environments_finished_total", finished) or 0.0
     )
     assert released_after == released_before + 1
+    # taken up once, however many reconciles it saw
+    created_after = REGISTRY.get_sample_value("coworkgym_environments_created_total", taken)
+    assert created_after == created_before + 1
     assert FINISHED is not None
 
 

@@ -302,6 +302,7 @@ def test_the_funnel_follows_the_loop_stages_to_the_release() -> None:
     exprs = [t["expr"] for t in panel("Synthesis funnel over the time range")["targets"]]
     stages = [re.search(r'stage="(\w+)"', e) for e in exprs]
     assert [s.group(1) for s in stages if s] == ["builder", "verifier", "detector", "release"]
+    assert "coworkgym_environments_created_total" in exprs[0]
     assert 'outcome="released"' in exprs[-1]
 
 
@@ -336,6 +337,7 @@ SCENARIO = {
         f'coworkgym_stage_duration_seconds_count{{{ENV_LABELS}, stage="{stage}"}}': per_minute
         for stage, per_minute in (("builder", 5), ("verifier", 4), ("detector", 4), ("release", 2))
     },
+    f"coworkgym_environments_created_total{{{ENV_LABELS}}}": 6,
     **{
         f'coworkgym_environments_finished_total{{{ENV_LABELS}, outcome="{outcome}"}}': per_minute
         for outcome, per_minute in (("released", 2), ("rejected", 1), ("failed", 1))
@@ -356,10 +358,11 @@ GAUGES = {
         for state, n in zip(CAMPAIGN_STATES, (30, 12, 5, 6, 1, 0), strict=True)
     },
 }
-# Over the hour: 300 builder Jobs, 240 verifier, 240 detector, 120 release; 240 verdicts
-# (120 released); 360 iterations; 180 + 60 defects.
+# Over the hour: 360 environments created; 300 builder Jobs, 240 verifier, 240 detector, 120
+# release; 240 verdicts (120 released); 360 iterations; 180 + 60 defects.
 EXPECTED: dict[str, list[list[tuple[str, float]]]] = {
     "Synthesis funnel over the time range": [
+        [("{}", 360)],
         [("{}", 300)],
         [("{}", 240)],
         [("{}", 240)],

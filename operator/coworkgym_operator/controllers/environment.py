@@ -179,7 +179,7 @@ def _reconcile_once(
     else:
         _settled.pop(uid, None)
     log_transition(logger, plan.transition, plan.status)
-    _record(namespace, name, _family(env), plan)
+    _record(namespace, name, _family(env), plan, taken_up=not env["status"].get("phase"))
     post_events(body, plan.events)
 
 
@@ -198,9 +198,11 @@ def _family(env: dict[str, Any]) -> str:
         return ""
 
 
-def _record(namespace: str, name: str, family: str, plan: Plan) -> None:
+def _record(namespace: str, name: str, family: str, plan: Plan, taken_up: bool = False) -> None:
     labels = (namespace, family)
     metrics.observe_phase(namespace, name, family, plan.status.get("phase"))
+    if taken_up and plan.status.get("phase"):
+        metrics.TAKEN_UP.labels(*labels).inc()
     if plan.transition:
         metrics.TRANSITIONS.labels(namespace, "CoworkEnvironment").inc()
     for defect in plan.defects:
