@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -226,6 +228,11 @@ def main() -> None:
     ap.add_argument("--operator-path", help="PYTHONPATH head for the operator (compare trees)")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     ap.add_argument(
+        "--profile",
+        type=Path,
+        help="profile the operator with py-spy (on PATH): a flame graph (.svg) or folded stacks",
+    )
+    ap.add_argument(
         "--operator-env", action="append", default=[], metavar="KEY=VALUE",
         help="an environment variable for the operator's process (repeatable)",
     )  # fmt: skip
@@ -260,8 +267,19 @@ def main() -> None:
         env["PYTHONPATH"] = args.operator_path + os.pathsep + env.get("PYTHONPATH", "")
     log = Path(tempfile.mkdtemp(prefix="operator-scale-")) / "operator.log"
     argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", ns]
+    spy = shutil.which("py-spy") if args.profile else None
+    if args.profile and spy is None:
+        raise SystemExit("--profile needs py-spy on PATH (pip install py-spy)")
     with log.open("wb") as out:
         operator = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    profiler = None
+    if spy:  # attached from outside and nonblocking: the operator's own CPU figures hold
+        profiler = subprocess.Popen(
+            [spy, "record", "--nonblocking", "--pid", str(operator.pid), "-o", str(args.profile)]
+            + ([] if args.profile.suffix == ".svg" else ["--format", "raw"]),  # raw: folded stacks
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     # kopf alone, on the same objects: a handler per event that returns (noop_operator.py)
     noop_argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", ns]
     with (log.parent / "noop.log").open("wb") as out:
@@ -383,6 +401,10 @@ def main() -> None:
         print(f"operator log: {log}")
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
+        if profiler is not None:  # py-spy writes the flame graph on SIGINT
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(60)
+            print(f"profile: {args.profile}")
         clean_up(tb, bench, ns, [noop, operator])
 
 
