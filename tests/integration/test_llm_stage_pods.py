@@ -92,6 +92,11 @@ def pod_root(job: dict[str, Any], volumes: Path, log: Path, store: Path) -> list
             argv += [flag, str(volumes / role), mount["mountPath"]]
         else:  # an emptyDir
             argv += ["--tmpfs", mount["mountPath"]]
+    # this checkout and its venv stand for the image's code: under /tmp (a clone there)
+    # they would be hidden by the pod's own /tmp; bound last, over any emptyDir
+    for code in sorted({Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}):
+        if code.parts[1:2] in (("tmp",), ("run",)):
+            argv += ["--ro-bind", str(code), str(code)]
     log.touch()
     store.mkdir(exist_ok=True)
     return [*argv, "--bind", str(log), "/dev/termination-log", "--bind", str(store), str(store)]
