@@ -1,5 +1,7 @@
-"""End to end on one machine: 30 environments sampled from the taxonomy, with fault
-injection on, through the real loop (sandboxed execution, the Issue Detector, harbor lint)."""
+"""End to end on one machine: 14 environments sampled from the taxonomy, with fault
+injection on (probability 0.75, so most carry faults), through the real loop (sandboxed
+execution, the Issue Detector, harbor lint). It was 30 at probability 0.5: the same
+assertions, but 30 min of the suite's longest session under CI's load."""
 
 from __future__ import annotations
 
@@ -15,13 +17,14 @@ from coworkgym.spec import NamedSpec
 from coworkgym.synth import Campaign, sampled_specs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
-COUNT = 30
+COUNT = 14
+FAULT_PROBABILITY = 0.75
 
 
 def specs() -> list[NamedSpec]:
     named = sampled_specs(COUNT, seed=1, max_turns=3)
     for n in named:
-        n.spec.fault_injection.probability = 0.5
+        n.spec.fault_injection.probability = FAULT_PROBABILITY
     return named
 
 
@@ -43,7 +46,7 @@ def test_every_environment_reaches_a_verdict(campaign: Campaign) -> None:
 
 def test_every_injected_defect_is_caught_and_repaired(campaign: Campaign) -> None:
     injected = [o for o in campaign.outcomes if o.injected]
-    assert len(injected) >= 10  # the switch really injected faults
+    assert len(injected) >= COUNT // 2  # the switch really injected faults
     for outcome in injected:
         for fault in outcome.injected:
             caught = REVEALED_BY[fault] & outcome.found_codes  # type: ignore[index]
