@@ -35,7 +35,9 @@ from tests.testbed.test_training_run_node import (  # noqa: F401 - fixtures
 )
 from tests.training.trainer_runs import workspace
 
-pytestmark = [pytest.mark.testbed, pytest.mark.node, pytest.mark.slow]
+# the loop's own deadline (LOOP_TIMEOUT) and the set-up before it, not the suite's 600 s
+# default: on a loaded machine the set-up alone took 10 min
+pytestmark = [pytest.mark.testbed, pytest.mark.node, pytest.mark.slow, pytest.mark.timeout(2400)]
 ROUNDS = 2
 STEPS = 2  # per round
 SAMPLES = 2  # per environment and round
