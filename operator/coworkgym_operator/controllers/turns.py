@@ -85,14 +85,18 @@ def carry_out(
     before: dict[str, Any],
     after: dict[str, Any],
 ) -> None:
-    """Delete, then create the plan's children (logging each one that changed), then write
-    the status with a merge patch unless it is unchanged."""
-    delete_children(client, logger, namespace, delete)
+    """Create the plan's children, write the status (a merge patch, unless unchanged), then
+    delete (logging each child that changed). The status is the record: a finished child is
+    deleted only once its outcome is written, so an operator killed in between finds the
+    outcome, not a missing child to make again (the kill drill caught a RolloutBatch's
+    verify Job made twice that way). A child made before the status names it is found by
+    the next reconcile, which plans nothing twice."""
     for manifest in create:
         if client.create(manifest):
             logger.info(f"created {manifest['kind']}/{manifest['metadata']['name']}")
     if after != before:  # skip no-op writes
         client.write_status(namespace, name, before, after)
+    delete_children(client, logger, namespace, delete)
 
 
 def delete_children(
