@@ -57,6 +57,18 @@ HEAD_PORTS = [
     {"name": "dashboard", "containerPort": 8265},
     {"name": "client", "containerPort": 10001},
 ]
+# Fixed ports for each Ray node's agents. Left at 0, a raylet waits for its agents to write
+# the ports they picked to files, and aborts when they are slow to start (seen on a busy
+# 2-core node: "Timed out waiting for file .../metrics_agent_port_..." and
+# ".../dashboard_agent_listen_port_...", the raylet down 18 s after start); fixed, it
+# needs no file. 52365 and 8080 are the ports KubeRay's probes and metrics expect; each
+# Ray pod has its own network namespace.
+AGENT_PORTS = {
+    "dashboard-agent-listen-port": "52365",
+    "dashboard-agent-grpc-port": "52366",
+    "runtime-env-agent-port": "52367",
+    "metrics-export-port": "8080",
+}
 Outcome = Literal["running", "succeeded", "failed", "suspended"]
 
 
@@ -164,7 +176,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
         "suspend": spec.suspend,
         "rayClusterSpec": {
             "headGroupSpec": {
-                "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
+                "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0", **AGENT_PORTS},
                 "template": _template(run, head, settings),
             },
             "workerGroupSpecs": [
@@ -173,7 +185,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
                     "replicas": workers,
                     "minReplicas": workers,
                     "maxReplicas": workers,
-                    "rayStartParams": {},
+                    "rayStartParams": dict(AGENT_PORTS),
                     "template": _template(run, worker, settings),
                 }
             ],

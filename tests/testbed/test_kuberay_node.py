@@ -30,6 +30,7 @@ import pytest
 pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("ray", reason="needs the training extra: make install-training")
 
+from coworkgym_operator.rayjob import AGENT_PORTS
 from coworkgym_testbed import images
 from coworkgym_testbed.testbed import Testbed, add_kuberay, kuberay_requested
 from tests.support.kube import Cluster
@@ -140,6 +141,7 @@ def rayjob(tb: Testbed, name: str, ns: str) -> dict[str, Any]:
                         "num-cpus": "0",
                         "object-store-memory": OBJECT_STORE_BYTES,
                         "dashboard-host": "0.0.0.0",
+                        **AGENT_PORTS,
                     },
                     "template": pod_template(tb, name, "ray-head", "200m", "1Gi", "3Gi"),
                 },
@@ -152,6 +154,7 @@ def rayjob(tb: Testbed, name: str, ns: str) -> dict[str, Any]:
                         "rayStartParams": {
                             "num-cpus": "1",
                             "object-store-memory": OBJECT_STORE_BYTES,
+                            **AGENT_PORTS,
                         },
                         "template": pod_template(tb, name, "ray-worker", "200m", "768Mi", "2Gi"),
                     }
