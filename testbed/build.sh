@@ -148,6 +148,11 @@ build_kuberay() {
 ALL=(etcd k8s kubelet kube-router helm kubeconform seaweedfs kuberay)
 DEFAULT=("${ALL[@]}")
 mkdir -p "$CACHE"
+# One build at a time: a second build.sh (the test runner's, while .ci/run's runs) waits here
+# and then finds everything cached.
+exec 9>"$CACHE/.build.lock"
+flock 9
+rm -rf "$CACHE"/.stage-* # left by an interrupted build
 want=("$@"); [ ${#want[@]} -eq 0 ] && want=("${DEFAULT[@]}")
 rc=0
 for c in "${want[@]}"; do
