@@ -38,7 +38,13 @@ class OperatorSettings:
     gateway_signing_key: str = field(default="", repr=False)
     environment_token_budget: int = 2_000_000
     job_ttl_seconds: int = 3600
+    # How often a stage pod that cannot start yet is looked at again (past its grace, or
+    # while its Job has not reached the watch), and the other kinds' timers.
     reconcile_interval: float = 3.0
+    # A CoworkEnvironment is reconciled on events (its spec, its stage Job and pod) and at
+    # the deadlines the clock sets (controllers/wakeups.py); this timer only re-reads one
+    # in case an event was missed.
+    resync_interval: float = 300.0
     # A stage whose pod has not started this long after its Job was created, while its pod
     # reports why (image pull, scheduling, volume binding) or has not been scheduled at
     # all, is ended and retried like a failed one, instead of waiting for the stage timeout.
@@ -73,6 +79,7 @@ class OperatorSettings:
                 env.get("COWORKGYM_ENVIRONMENT_TOKEN_BUDGET", cls.environment_token_budget)
             ),
             reconcile_interval=float(env.get("COWORKGYM_RECONCILE_INTERVAL", 3.0)),
+            resync_interval=float(env.get("COWORKGYM_RESYNC_INTERVAL", cls.resync_interval)),
             stage_start_grace_seconds=float(
                 env.get("COWORKGYM_STAGE_START_GRACE_SECONDS", cls.stage_start_grace_seconds)
             ),

@@ -1,9 +1,12 @@
-"""The CoworkEnvironment controller: one idempotent reconcile, run on create, update, resume
-and by a timer (level-triggered: the timer notices finished Jobs and pods that cannot
-start without Job watches). Each reconcile reads the object afresh and writes its whole
-status once, in turn with the object's other reconciles; events follow, posted under the
-operator's own name. The log says what changed (a phase, a child
-created or deleted), not that a timer ran."""
+"""The CoworkEnvironment controller: one idempotent reconcile, run on create, update and
+resume, on the events of its stage Jobs and pods, and at the deadlines the clock sets (a
+stage pod's start grace, a retry after an error: controllers/wakeups.py); a long resync
+timer re-reads each unfinished environment in case an event was missed. An event that
+changes nothing the reconcile reads is decided on the event loop from the watches' indices,
+without an API call. Each reconcile reads the object afresh and writes its whole status
+once, in turn with the object's other reconciles; events follow, posted under the
+operator's own name. The log says what changed (a phase, a child created or deleted), not
+that a handler ran."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
 from .gateway_address import by_address
 from .turns import Turns, carry_out, counted, delete_children, fresh, log_transition, post_events
+from .wakeups import Key, Wakeups
 from .watches import Indices
 
 SETTINGS = OperatorSettings.from_env()
@@ -35,9 +39,13 @@ FINALIZER = f"{GROUP}/cleanup"
 LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 TERMINAL = ("Released", "Rejected", "Failed")
 _kube: Kube | None = None
+log = logging.getLogger("coworkgym_operator.environment")
 
 # reconciles of one environment take turns, each on a fresh read (controllers/turns.py)
 _turns = Turns()
+# when to look at an environment again without an event (controllers/wakeups.py)
+WAKEUPS = Wakeups()
+RETRY_MAX_SECONDS = 60.0  # the longest wait before an event-run reconcile that raised runs again
 
 
 def kube() -> Kube:
@@ -87,6 +95,18 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             logger.addFilter(quiet)
 
 
+@kopf.on.startup()
+async def start_wakeups(**_: Any) -> None:
+    WAKEUPS.start(_wake)  # on kopf's event loop
+
+
+@kopf.on.cleanup()
+async def forget_wakeups(**_: Any) -> None:
+    # the next operator in this process (tests run several) has a loop of its own
+    WAKEUPS.stop()
+    _INDICES.clear()
+
+
 def family_of(spec: dict[str, Any]) -> str:
     """The family label of the metrics: the spec's family, or the one its labels choose
     (the Builder makes the same choice), so it is one of a fixed set."""
@@ -100,6 +120,9 @@ def family_of(spec: dict[str, Any]) -> str:
 
 
 def _reconcile(body: kopf.Body, logger: kopf.Logger, indices: Indices | None) -> None:
+    if indices is not None:
+        _INDICES["latest"] = indices
+
     # gone, or going: on_delete handles it
     def once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
         _reconcile_once(current, body, logger, indices)
@@ -110,46 +133,61 @@ def _reconcile(body: kopf.Body, logger: kopf.Logger, indices: Indices | None) ->
 # What this process created, per environment uid, until the watches deliver it: read as
 # existing meanwhile, so a reconcile right after a create does not create it again.
 _created: defaultdict[str, set[str]] = defaultdict(set)
-# uid → (resourceVersion, observation) of the last reconcile that had nothing to do: a timer
-# run that finds the same returns at once, without an API call (controllers/watches.py).
-_settled: dict[str, tuple[str, str]] = {}
+# uid → (resourceVersion, pending Job, observation) of the last reconcile that had nothing
+# to do: an event or timer run that finds the same returns at once, without an API call.
+_settled: dict[str, tuple[str, str | None, str]] = {}
+_INDICES: dict[str, Indices] = {}  # the latest handed to a handler, for the wake-ups
+# uid → reconciles in a row that raised outside kopf's own retries (events, wake-ups)
+_failures: defaultdict[str, int] = defaultdict(int)
 
 
 def _observe(env: dict[str, Any], indices: Indices | None) -> Observed:
     namespace, name = env["metadata"]["namespace"], env["metadata"]["name"]
-    pending = pending_job_name(env)
-    now = datetime.now(UTC)
+    uid, pending = str(env["metadata"].get("uid")), pending_job_name(env)
     if indices is None:  # no watches registered: ask the API
         job = kube().observe_job(namespace, pending) if pending else None
-        return Observed(job, kube().existing_children(namespace, name), now)
-    made = _created.get(str(env["metadata"].get("uid")), set())
+        return Observed(job, kube().existing_children(namespace, name), datetime.now(UTC))
+    return _observe_indexed(namespace, name, uid, pending, indices)
+
+
+def _observe_indexed(
+    namespace: str, name: str, uid: str, pending: str | None, indices: Indices
+) -> Observed:
+    made = _created.get(uid, set())
     children = indices.children(namespace, name)
     made -= children  # delivered by the watch: from now on the index is the truth
     job = indices.job(namespace, pending, f"Job/{pending}" in made) if pending else None
-    return Observed(job, children | {c for c in made if not c.startswith("Job/")}, now)
+    existing = children | {c for c in made if not c.startswith("Job/")}
+    return Observed(job, existing, datetime.now(UTC))
 
 
-def _fingerprint(env: dict[str, Any], observed: Observed) -> tuple[str, str]:
-    seen = repr((observed.job, sorted(observed.existing_children)))
-    return str(env["metadata"].get("resourceVersion")), seen
+def _seen(observed: Observed) -> str:
+    return repr((observed.job, sorted(observed.existing_children)))
 
 
-def _waits_for_the_clock(observed: Observed) -> bool:
-    """Whether time alone may change the plan: a stage pod that has not started, once its
-    grace is up (or while its Job's creation time is not known yet)."""
+def _clock_wait(observed: Observed) -> float | None:
+    """How long until time alone may change the plan (a stage pod that has not started,
+    once its grace is up); None: only an event can. Past the grace, or while the Job's
+    creation time is not known yet, it is looked at every reconcile interval."""
     job = observed.job
     if job is None or job.state != "running" or job.start.started:
-        return False
+        return None
     if job.created_at is None or observed.now is None:
-        return True
-    return (observed.now - job.created_at).total_seconds() >= SETTINGS.stage_start_grace_seconds
+        return SETTINGS.reconcile_interval
+    waited = (observed.now - job.created_at).total_seconds()
+    left = SETTINGS.stage_start_grace_seconds - waited
+    return left + 0.1 if left > 0 else SETTINGS.reconcile_interval
 
 
-def _settled_now(body: kopf.Body, indices: Indices) -> bool:
-    env, _ns, _name = fresh(dict(body))
-    observed = _observe(env, indices)
-    known = _settled.get(str(body.metadata.uid))
-    return known == _fingerprint(env, observed) and not _waits_for_the_clock(observed)
+def _unchanged(uid: str, namespace: str, name: str, indices: Indices, version: str | None) -> bool:
+    """Whether the last reconcile had nothing to do and nothing it reads has changed since
+    (``version``: the environment's resourceVersion, where the caller has the object)."""
+    known = _settled.get(uid)
+    if known is None or (version is not None and known[0] != version):
+        return False
+    observed = _observe_indexed(namespace, name, uid, known[1], indices)
+    wait = _clock_wait(observed)
+    return _seen(observed) == known[2] and (wait is None or wait > SETTINGS.reconcile_interval)
 
 
 def _reconcile_once(
@@ -175,9 +213,17 @@ def _reconcile_once(
         plan.status == env["status"]
     )
     if idle and indices is not None:
-        _settled[uid] = _fingerprint(env, observed)
+        resource_version = str(env["metadata"].get("resourceVersion"))
+        _settled[uid] = (resource_version, pending_job_name(env), _seen(observed))
     else:
         _settled.pop(uid, None)
+    # Work in flight (a child made or going, a status written) is looked at again every
+    # reconcile interval until a reconcile finds nothing to do: some of what follows it
+    # sends no event here (a claim finally gone). A settled one waits for events, and for
+    # the clock where the clock alone may change the plan.
+    wait = _clock_wait(observed) if idle else SETTINGS.reconcile_interval
+    if wait is not None:
+        WAKEUPS.at((namespace, name, uid), wait)
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, _family(env), plan, taken_up=not env["status"].get("phase"))
     post_events(body, plan.events)
@@ -237,44 +283,92 @@ async def on_change(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None
     GROUP,
     VERSION,
     PLURAL,
-    interval=SETTINGS.reconcile_interval,
-    initial_delay=1.0,
+    interval=SETTINGS.resync_interval,
+    initial_delay=SETTINGS.resync_interval,
     when=lambda status, **_: status.get("phase") not in TERMINAL,
 )
 async def on_timer(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
-    # async, so that the common case (nothing changed) is decided on the event loop from
-    # memory: a sync timer handler costs a hop through kopf's thread pool per run, which
-    # at thousands of environments was most of the operator's idle CPU
+    """The resync: decided on the event loop from memory in the common case (nothing
+    changed), so thousands of idle environments cost neither API calls nor threads."""
+    namespace, name, uid = (str(body.metadata.get(k)) for k in ("namespace", "name", "uid"))
+    version = str(body.metadata.get("resourceVersion"))
     indices = Indices.of(kwargs)
-    if indices is not None and not shutdown.stopping() and _settled_now(body, indices):
-        return  # nothing changed since the last reconcile: no API call
+    if indices is not None and not shutdown.stopping():
+        if _unchanged(uid, namespace, name, indices, version):
+            return
     await asyncio.to_thread(_reconcile, body, logger, indices)
 
 
-def _pod_ended(status: Any, **_: Any) -> bool:
-    return (status or {}).get("phase") in ("Succeeded", "Failed") and not shutdown.stopping()
+async def _nudge(key: Key, logger: kopf.Logger, indices: Indices) -> None:
+    """Something an environment's reconcile reads may have changed (an event, a deadline):
+    reconcile it, unless nothing it reads did. A reconcile that raises is retried here
+    with backoff, as kopf retries its own handlers'."""
+    namespace, name, uid = key
+    if shutdown.stopping() or _unchanged(uid, namespace, name, indices, None):
+        return
+    meta = {"namespace": namespace, "name": name, "uid": uid}
+    raw: Any = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta}
+    try:
+        await asyncio.to_thread(_reconcile, kopf.Body(raw), logger, indices)
+    except Exception as exc:  # any failure: retried, and logged
+        _failures[uid] += 1
+        delay = min(2.0 ** _failures[uid], RETRY_MAX_SECONDS)
+        logger.warning(f"reconcile of {name} failed ({exc}); again in {delay:g} s")
+        WAKEUPS.at(key, delay)
+    else:
+        _failures.pop(uid, None)
 
 
-# `when` is decided on the event loop: the many events of pods still pending or running
-# (the scheduler's retries among them) invoke nothing, and none queue behind a stop
+async def _wake(key: Key) -> None:
+    indices = _INDICES.get("latest")
+    if indices is not None:
+        logger = logging.LoggerAdapter(log, {"object": f"{key[0]}/{key[1]}"})
+        await _nudge(key, logger, indices)
+
+
+def _not_stopping(**_: Any) -> bool:
+    return not shutdown.stopping()
+
+
+def _owner(metadata: Any) -> str | None:
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("kind") == KIND and ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+# The handlers below are async and decide on the event loop: the many events that change
+# nothing a reconcile reads (a pod's scheduler retries, a Job's pod counters) cost no
+# thread hop and no API call, and none queue behind a stop.
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ENV: kopf.PRESENT}, when=_not_stopping)
+async def on_stage_job(
+    body: kopf.Body, namespace: str | None, labels: Any, logger: kopf.Logger, **kwargs: Any
+) -> None:
+    """A stage Job came, changed or went: its environment's reconcile reads it."""
+    indices = Indices.of(kwargs)
+    owner = _owner(body.metadata)
+    if indices is None or owner is None:
+        return
+    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices)
+
+
 @kopf.on.event(
-    "v1", "pods", labels={LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"}, when=_pod_ended
+    "v1", "pods", labels={LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"}, when=_not_stopping
 )
 async def on_stage_pod(
     body: kopf.Body, namespace: str | None, labels: Any, logger: kopf.Logger, **kwargs: Any
 ) -> None:
-    """A stage pod ended: reconcile its environment now, not at its next timer run (so a
-    finished stage is noticed in about a second). The log lines of that reconcile carry
-    the pod's name; its events go on the environment."""
+    """A stage pod changed (scheduled, started, could not start, ended): reconcile its
+    environment now, not at a timer's next run, so a finished stage is noticed in about a
+    second. The log lines of that reconcile carry the pod's name; its events go on the
+    environment."""
     indices = Indices.of(kwargs)
-    if indices is None or shutdown.stopping():
+    if indices is None:
         return
     owner = indices.owner(str(namespace), str(labels.get("job-name", "")))
-    if owner is None:  # the Job's watch has not delivered it: the timer sees to it
+    if owner is None:  # the Job's watch has not delivered it: its own event will
         return
-    meta = {"namespace": str(namespace), "name": str(labels[LABEL_ENV]), "uid": owner}
-    raw: Any = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta}
-    await asyncio.to_thread(_reconcile, kopf.Body(raw), logger, indices)
+    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
@@ -288,7 +382,17 @@ def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     _turns.forget(str(body.metadata.uid))
     _created.pop(str(body.metadata.uid), None)
     _settled.pop(str(body.metadata.uid), None)
+    _failures.pop(str(body.metadata.uid), None)
+    WAKEUPS.cancel((namespace, name, str(body.metadata.uid)))
     logger.info(f"deleted the children of {name}")
 
 
-__all__ = ["configure", "family_of", "on_change", "on_delete", "on_timer"]
+__all__ = [
+    "configure",
+    "family_of",
+    "on_change",
+    "on_delete",
+    "on_stage_job",
+    "on_stage_pod",
+    "on_timer",
+]
