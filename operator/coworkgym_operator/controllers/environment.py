@@ -147,15 +147,18 @@ def _observe(env: dict[str, Any], indices: Indices | None) -> Observed:
     if indices is None:  # no watches registered: ask the API
         job = kube().observe_job(namespace, pending) if pending else None
         return Observed(job, kube().existing_children(namespace, name), datetime.now(UTC))
-    return _observe_indexed(namespace, name, uid, pending, indices)
+    observed = _observe_indexed(namespace, name, uid, pending, indices)
+    # delivered by the watch: from now on the index is the truth (pruned here, in the
+    # environment's turn, not on the event loop, which only reads a copy)
+    _created.get(uid, set()).difference_update(indices.children(namespace, name))
+    return observed
 
 
 def _observe_indexed(
     namespace: str, name: str, uid: str, pending: str | None, indices: Indices
 ) -> Observed:
-    made = _created.get(uid, set())
     children = indices.children(namespace, name)
-    made -= children  # delivered by the watch: from now on the index is the truth
+    made = set(_created.get(uid, ())) - children  # a copy: worker threads update the set
     job = indices.job(namespace, pending, f"Job/{pending}" in made) if pending else None
     existing = children | {c for c in made if not c.startswith("Job/")}
     return Observed(job, existing, datetime.now(UTC))
