@@ -1,12 +1,12 @@
 """The CoworkEnvironment controller: one idempotent reconcile, run on create, update and
 resume, on the events of its stage Jobs and pods, and at the deadlines the clock sets (a
-stage pod's start grace, a retry after an error: controllers/wakeups.py); a long resync
-timer re-reads each unfinished environment in case an event was missed. An event that
-changes nothing the reconcile reads is decided on the event loop from the watches' indices,
-without an API call. Each reconcile reads the object afresh and writes its whole status
-once, in turn with the object's other reconciles; events follow, posted under the
-operator's own name. The log says what changed (a phase, a child created or deleted), not
-that a handler ran."""
+stage pod's start grace, a retry after an error: controllers/wakeups.py); one resync sweep
+looks again, now and then, at each unfinished environment that changed since its last
+reconcile, in case an event was missed. An event that changes nothing the reconcile reads
+is decided on the event loop from the watches' indices, without an API call. Each reconcile
+reads the object afresh and writes its whole status once, in turn with the object's other
+reconciles; events follow, posted under the operator's own name. The log says what changed
+(a phase, a child created or deleted), not that a handler ran."""
 
 from __future__ import annotations
 
@@ -62,8 +62,9 @@ def kube() -> Kube:
 
 
 class _QuietTimerSuccess(logging.Filter):
-    """kopf logs "Timer 'on_timer' succeeded." at INFO on every run: every few seconds per
-    environment, saying nothing. Its failures (logged at ERROR) still pass."""
+    """kopf logs "Timer 'on_timer' succeeded." at INFO on every run of the other kinds'
+    timers: every few seconds per object, saying nothing. Their failures (logged at ERROR)
+    still pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -96,8 +97,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.startup()
-async def start_wakeups(**_: Any) -> None:
+async def start_wakeups(env_versions: Any = None, **_: Any) -> None:
     WAKEUPS.start(_wake)  # on kopf's event loop
+    if env_versions is not None:  # kopf's index is live: the sweep reads it as it grows
+        _sweeps.add(asyncio.create_task(_resync(env_versions)))
 
 
 @kopf.on.cleanup()
@@ -105,6 +108,9 @@ async def forget_wakeups(**_: Any) -> None:
     # the next operator in this process (tests run several) has a loop of its own
     WAKEUPS.stop()
     _INDICES.clear()
+    for sweep in _sweeps:
+        sweep.cancel()
+    _sweeps.clear()
 
 
 def family_of(spec: dict[str, Any]) -> str:
@@ -137,6 +143,7 @@ _created: defaultdict[str, set[str]] = defaultdict(set)
 # to do: an event or timer run that finds the same returns at once, without an API call.
 _settled: dict[str, tuple[str, str | None, str]] = {}
 _INDICES: dict[str, Indices] = {}  # the latest handed to a handler, for the wake-ups
+_sweeps: set[asyncio.Task[None]] = set()  # the resync's task, held until cleanup
 # uid → reconciles in a row that raised outside kopf's own retries (events, wake-ups)
 _failures: defaultdict[str, int] = defaultdict(int)
 
@@ -282,24 +289,32 @@ async def on_change(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None
         await asyncio.to_thread(_reconcile, body, logger, Indices.of(kwargs))
 
 
-@kopf.timer(
-    GROUP,
-    VERSION,
-    PLURAL,
-    interval=SETTINGS.resync_interval,
-    initial_delay=SETTINGS.resync_interval,
-    when=lambda status, **_: status.get("phase") not in TERMINAL,
-)
-async def on_timer(body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
-    """The resync: decided on the event loop from memory in the common case (nothing
-    changed), so thousands of idle environments cost neither API calls nor threads."""
-    namespace, name, uid = (str(body.metadata.get(k)) for k in ("namespace", "name", "uid"))
-    version = str(body.metadata.get("resourceVersion"))
-    indices = Indices.of(kwargs)
-    if indices is not None and not shutdown.stopping():
-        if _unchanged(uid, namespace, name, indices, version):
-            return
-    await asyncio.to_thread(_reconcile, body, logger, indices)
+@kopf.index(GROUP, VERSION, PLURAL)
+def env_versions(
+    namespace: str | None, name: str, uid: str | None, meta: Any, status: Any, **_: Any
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """Every unfinished environment's uid and resourceVersion: what the resync sweeps. A
+    tuple per object, where a kopf timer per object held a task, its stopper and its log
+    adapter."""
+    if (status or {}).get("phase") in TERMINAL:
+        return {}
+    return {(str(namespace), name): (str(uid), str(meta.get("resourceVersion")))}
+
+
+async def _resync(versions: Any) -> None:
+    """Every resync interval, look again at each unfinished environment that changed since
+    its last reconcile had nothing to do (decided from the indices: for a settled one, no
+    API call), in case an event was missed."""
+    while True:
+        await asyncio.sleep(SETTINGS.resync_interval)
+        indices = _INDICES.get("latest")
+        if indices is None or shutdown.stopping():
+            continue
+        for (namespace, name), entries in list(versions.items()):
+            for uid, version in list(entries):
+                if not _unchanged(uid, namespace, name, indices, version):
+                    _settled.pop(uid, None)  # the wake-up's reconcile must run
+                    WAKEUPS.at((namespace, name, uid), 0.0)
 
 
 async def _nudge(key: Key, logger: kopf.Logger, indices: Indices) -> None:
@@ -392,10 +407,10 @@ def on_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
 
 __all__ = [
     "configure",
+    "env_versions",
     "family_of",
     "on_change",
     "on_delete",
     "on_stage_job",
     "on_stage_pod",
-    "on_timer",
 ]
