@@ -94,6 +94,20 @@ API_CALLS = Counter(
     ["verb", "resource"],
     registry=REGISTRY,
 )
+NUDGES = Counter(
+    "coworkgym_environment_nudges",
+    "What may have changed an environment (source: a stage Job's event, a stage pod's, or "
+    "a wakeup: for the clock, work in flight, a retry, the resync), and whether a reconcile "
+    "ran (reconciled) or the indices showed nothing it reads had changed (unchanged: no "
+    "API call)",
+    ["source", "outcome"],
+    registry=REGISTRY,
+)
+WAKEUPS_PENDING = Gauge(
+    "coworkgym_wakeups_pending",
+    "Environments with a wake-up queued (for the clock, work in flight or a retry)",
+    registry=REGISTRY,
+)
 TRANSITIONS = Counter(
     "coworkgym_transitions",
     "Phase changes written, by kind: API calls per transition = "

@@ -45,6 +45,7 @@ log = logging.getLogger("coworkgym_operator.environment")
 _turns = Turns()
 # when to look at an environment again without an event (controllers/wakeups.py)
 WAKEUPS = Wakeups()
+metrics.WAKEUPS_PENDING.set_function(WAKEUPS.pending)
 RETRY_MAX_SECONDS = 60.0  # the longest wait before an event-run reconcile that raised runs again
 
 
@@ -317,13 +318,17 @@ async def _resync(versions: Any) -> None:
                     WAKEUPS.at((namespace, name, uid), 0.0)
 
 
-async def _nudge(key: Key, logger: kopf.Logger, indices: Indices) -> None:
+async def _nudge(key: Key, logger: kopf.Logger, indices: Indices, source: str) -> None:
     """Something an environment's reconcile reads may have changed (an event, a deadline):
     reconcile it, unless nothing it reads did. A reconcile that raises is retried here
     with backoff, as kopf retries its own handlers'."""
     namespace, name, uid = key
-    if shutdown.stopping() or _unchanged(uid, namespace, name, indices, None):
+    if shutdown.stopping():
         return
+    if _unchanged(uid, namespace, name, indices, None):
+        metrics.NUDGES.labels(source, "unchanged").inc()
+        return
+    metrics.NUDGES.labels(source, "reconciled").inc()
     meta = {"namespace": namespace, "name": name, "uid": uid}
     raw: Any = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta}
     try:
@@ -341,7 +346,7 @@ async def _wake(key: Key) -> None:
     indices = _INDICES.get("latest")
     if indices is not None:
         logger = logging.LoggerAdapter(log, {"object": f"{key[0]}/{key[1]}"})
-        await _nudge(key, logger, indices)
+        await _nudge(key, logger, indices, "wakeup")
 
 
 def _not_stopping(**_: Any) -> bool:
@@ -367,7 +372,7 @@ async def on_stage_job(
     owner = _owner(body.metadata)
     if indices is None or owner is None:
         return
-    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices)
+    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices, "job")
 
 
 @kopf.on.event(
@@ -386,7 +391,7 @@ async def on_stage_pod(
     owner = indices.owner(str(namespace), str(labels.get("job-name", "")))
     if owner is None:  # the Job's watch has not delivered it: its own event will
         return
-    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices)
+    await _nudge((str(namespace), str(labels[LABEL_ENV]), owner), logger, indices, "pod")
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
