@@ -27,6 +27,7 @@ from coworkgym.spec import EnvironmentSpec, ResourceRequirements, SandboxSetting
 
 from .api.types import GROUP, KIND, VERSION
 from .settings import OperatorSettings
+from .sharding import inherited
 
 Manifest = dict[str, Any]
 ROLE_VOLUMES = ("builder", "verifier", "scratch")
@@ -72,11 +73,13 @@ def child_metadata(
     owner: Manifest, reference: Manifest, owner_label: str, name: str, labels: dict[str, str]
 ) -> Manifest:
     """A child's metadata: the owner's namespace, managed-by, ``owner_label`` naming the
-    owner, then ``labels``, and ``reference`` as its only owner reference."""
+    owner, the owner's shard (sharding.py), then ``labels``, and ``reference`` as its only
+    owner reference."""
+    shard = inherited(owner["metadata"].get("labels"))
     return {
         "name": name,
         "namespace": owner["metadata"]["namespace"],
-        "labels": {**MANAGED_BY, owner_label: owner["metadata"]["name"], **labels},
+        "labels": {**MANAGED_BY, owner_label: owner["metadata"]["name"], **shard, **labels},
         "ownerReferences": [reference],
     }
 
@@ -189,7 +192,9 @@ def sandbox_pod(
 def job_manifest(
     metadata: Manifest, deadline: int, ttl: int, pod_labels: dict[str, str], pod: Manifest
 ) -> Manifest:
-    """A Job of one pod that is never retried: a failed pod is the caller's to judge."""
+    """A Job of one pod that is never retried: a failed pod is the caller's to judge. The
+    pod takes the Job's shard label, so that its replica sees it."""
+    labels = {**inherited(metadata.get("labels")), **pod_labels}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -198,7 +203,7 @@ def job_manifest(
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline,
             "ttlSecondsAfterFinished": ttl,
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
 

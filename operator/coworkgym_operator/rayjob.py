@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from .api.training import TrainingRunSpec
+from .sharding import inherited
 from .training_builders import (
     LABEL_STEP,
     LABEL_TRAINING,
@@ -123,7 +124,11 @@ def _template(run: Manifest, container: Manifest, settings: TrainingSettings) ->
     pod = training_pod_spec(settings, [container], volumes)
     # Ray restarts a lost worker itself; the pod's own restarts follow the RayCluster's
     pod.pop("restartPolicy", None)
-    labels = {LABEL_TRAINING: run["metadata"]["name"], LABEL_STEP: "train"}
+    labels = {
+        **inherited(run["metadata"].get("labels")),
+        LABEL_TRAINING: run["metadata"]["name"],
+        LABEL_STEP: "train",
+    }
     return {"metadata": {"labels": labels}, "spec": pod}
 
 

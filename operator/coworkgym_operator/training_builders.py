@@ -30,6 +30,7 @@ from .builders import (
     controller_reference,
     sandbox_pod,
 )
+from .sharding import inherited
 from .training_settings import TrainingSettings
 
 Manifest = dict[str, Any]
@@ -328,7 +329,12 @@ def training_job(
     are the run's; a NaN loss (exit 3) fails the Job at once through its podFailurePolicy
     instead of being retried."""
     name = run["metadata"]["name"]
-    labels = {LABEL_TRAINING: name, LABEL_STEP: "train", LABEL_EGRESS: "object-store"}
+    labels = {
+        **inherited(run["metadata"].get("labels")),
+        LABEL_TRAINING: name,
+        LABEL_STEP: "train",
+        LABEL_EGRESS: "object-store",
+    }
     volumes, _, _ = host_checkout(settings)
     container = train_container(spec, data_uri, settings, spec.resources.workers, packages)
     pod = training_pod_spec(settings, [container], volumes)
@@ -396,6 +402,7 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
     if env_from:
         container["envFrom"] = env_from
     labels = {
+        **inherited(run["metadata"].get("labels")),
         LABEL_TRAINING: name,
         LABEL_STEP: "check-data",
         LABEL_SANDBOX: "true",

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -34,6 +42,8 @@ MAX_CELLS = 200  # quota cells listed (the taxonomy grid has 16 × 20)
 MAX_PER_CELL = 10_000
 MAX_TOTAL = 100_000  # the paper synthesized 64,888
 MAX_CONCURRENCY = 1_000
+MAX_SHARDS = 64
+SHARD_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"  # a label value
 # A child is named <campaign>-<index, 5 digits>, and its stage Jobs <child>-verifier-i9-a3:
 # a Job's name must fit a label value (63 characters), so the campaign's name is bounded.
 MAX_NAME = 38
@@ -238,6 +248,13 @@ class SynthesisCampaignSpec(_Spec):
     sandbox: SandboxSettings = Field(
         default_factory=SandboxSettings,
         description="How the children's role pods run; unset fields = the operator's.",
+    )
+    shards: list[Annotated[str, StringConstraints(pattern=SHARD_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=MAX_SHARDS,
+        description="Operator shards (the chart's operator.shards) to spread the children "
+        "over, round-robin by index: child i is labelled coworkgym.dev/shard=shards[i mod "
+        "n]. Empty: each child takes the campaign's own shard label, if it has one.",
     )
 
 

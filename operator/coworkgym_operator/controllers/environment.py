@@ -26,6 +26,7 @@ from ..builders import LABEL_ENV, LABEL_SANDBOX
 from ..kube import Kube
 from ..reconcile.environment import Observed, Plan, pending_job_name, reconcile
 from ..settings import OperatorSettings
+from ..sharding import shard_from_env, watch_only_shard
 from .gateway_address import by_address
 from .turns import Turns, carry_out, counted, delete_children, fresh, log_transition, post_events
 from .wakeups import Key, Wakeups
@@ -86,6 +87,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # we watch one known CRD; scanning for namespaces/CRDs only costs a namespaced operator
     # (without cluster-wide list rights) a minute of retries at start-up
     settings.scanning.disabled = True
+    # a sharded replica watches its shard only (sharding.py)
+    watch_only_shard(settings, shard_from_env())
     # A deleted object keeps its finalizer until its timer has exited; a timer caught
     # mid-run (waiting for the object's turn) is polled again after this long (kopf's
     # default, 60 s, held each such deletion a minute)

@@ -25,6 +25,7 @@ from coworkgym.taxonomy import load_taxonomy, sample_specs, served_grid
 
 from ..api.campaign import API_VERSION, CAMPAIGN_KIND, SynthesisCampaignSpec
 from ..builders import Manifest, child_metadata, controller_reference
+from ..sharding import LABEL_SHARD
 
 Cell = tuple[str, str]
 LABEL_CAMPAIGN = "coworkgym.dev/campaign"
@@ -140,7 +141,8 @@ def child_manifest(
     campaign: Manifest, spec: SynthesisCampaignSpec, planned: PlannedEnvironment
 ) -> Manifest:
     """The CoworkEnvironment of one planned task: the campaign's shared settings, owned by
-    the campaign (garbage-collected with it), labelled with its campaign, index and cell."""
+    the campaign (garbage-collected with it), labelled with its campaign, index, cell and
+    operator shard."""
     name = child_name(campaign["metadata"]["name"], planned.index)
     env_spec = EnvironmentSpec(
         task=planned.task,
@@ -156,6 +158,8 @@ def child_manifest(
         LABEL_DOMAIN: domain,
         LABEL_CAPABILITY: capability,
     }
+    if spec.shards:  # spread over the operator's shards (else: the campaign's own, inherited)
+        labels[LABEL_SHARD] = spec.shards[planned.index % len(spec.shards)]
     reference = controller_reference(campaign, API_VERSION, CAMPAIGN_KIND)
     return {
         "apiVersion": API_VERSION,
