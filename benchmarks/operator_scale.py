@@ -1,8 +1,10 @@
-"""One operator replica holding N CoworkEnvironments on the test-bed's API server: memory,
-idle CPU and API calls, API calls per state transition, create → Building latency at a
-create rate, and how soon a finished stage Job is noticed.
+"""One operator replica (or ``--shards`` label-sharded ones) holding N CoworkEnvironments
+on the test-bed's API server: memory, idle CPU and API calls, API calls per state
+transition, create → Building latency at a create rate, and how soon a finished stage Job
+is noticed.
 
     python benchmarks/operator_scale.py [--objects 500] [--rate 20] [--idle 30] [--finish 50]
+    python benchmarks/operator_scale.py --shards 2 ...  # replicas s0, s1; RSS per replica
     python benchmarks/operator_scale.py --operator-path /tmp/old-tree/operator ...  # compare
 
 Needs a running test-bed (`make testbed-up`; no node: the stage pods select a node that does
@@ -57,11 +59,12 @@ GROUP, VERSION, PLURAL = "coworkgym.dev", "v1alpha1", "coworkenvironments"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def env_body(name: str) -> dict[str, Any]:
+def env_body(name: str, shard: str | None = None) -> dict[str, Any]:
+    labels = {"coworkgym.dev/shard": shard} if shard else {}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "CoworkEnvironment",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "task": {
                 "labels": {
@@ -83,29 +86,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scrape(port: int) -> dict[str, float]:
-    """coworkgym_api_calls_total summed (and by its labels, "api_calls <labels>"), and
-    coworkgym_transitions_total summed."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def scrape(ports: list[int]) -> dict[str, float]:
+    """coworkgym_api_calls_total summed over the replicas (and by its labels, "api_calls
+    <labels>"), and coworkgym_transitions_total summed."""
     out = {"api_calls": 0.0, "transitions": 0.0}
-    for line in text.splitlines():
+    lines = []
+    for port in ports:
+        url = f"http://127.0.0.1:{port}/metrics"
+        lines += urllib.request.urlopen(url, timeout=10).read().decode().splitlines()
+    for line in lines:
         if line.startswith("coworkgym_api_calls_total{"):
             labels, value = line.removeprefix("coworkgym_api_calls_total").rsplit(" ", 1)
             out["api_calls"] += float(value)
-            out[f"api_calls {labels}"] = float(value)
+            out[f"api_calls {labels}"] = out.get(f"api_calls {labels}", 0.0) + float(value)
         elif line.startswith("coworkgym_transitions_total{"):
             out["transitions"] += float(line.rsplit(" ", 1)[1])
     return out
 
 
-def settle(port: int, quiet_s: float = 6.0, limit_s: float = 600.0) -> float:
+def settle(ports: list[int], quiet_s: float = 6.0, limit_s: float = 600.0) -> float:
     """Wait until the operator's API calls stop (none for ``quiet_s``): every environment
     has folded in its started pod. How long that took."""
     started = time.monotonic()
-    last, quiet_since = scrape(port)["api_calls"], time.monotonic()
+    last, quiet_since = scrape(ports)["api_calls"], time.monotonic()
     while time.monotonic() - started < limit_s:
         time.sleep(1.0)
-        now = scrape(port)["api_calls"]
+        now = scrape(ports)["api_calls"]
         if now != last:
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet_s:
@@ -113,9 +119,12 @@ def settle(port: int, quiet_s: float = 6.0, limit_s: float = 600.0) -> float:
     return round(time.monotonic() - started, 1)
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+def cpu_seconds(*pids: int) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+    return total
 
 
 def rss_mib(pid: int) -> float:
@@ -226,6 +235,11 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20.0, help="creates per second")
     ap.add_argument("--idle", type=float, default=30.0, help="seconds of idle measurement")
     ap.add_argument("--finish", type=int, default=50, help="builder pods to finish")
+    ap.add_argument(
+        "--shards", type=int, default=1,
+        help="operator replicas, each watching its shard (COWORKGYM_SHARD=s<i>); the "
+        "environments are labelled round-robin",
+    )  # fmt: skip
     ap.add_argument("--operator-path", help="PYTHONPATH head for the operator (compare trees)")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     ap.add_argument(
@@ -248,12 +262,12 @@ def main() -> None:
     tb.kubectl("create", "namespace", ns)
     tb.kubectl("create", "serviceaccount", "cowork-gym-sandbox", "-n", ns)
     bench = Bench(tb, ns)
-    port = free_port()
+    ports = [free_port() for _ in range(args.shards)]
+    shards = [f"s{i}" for i in range(args.shards)] if args.shards > 1 else [None]
     env = (
         os.environ
         | tb.env()
         | {
-            "COWORKGYM_METRICS_PORT": str(port),
             "COWORKGYM_RECONCILE_INTERVAL": "3",
             # the benchmark starts the stage pods only once every environment is Building,
             # which at thousands of objects takes longer than the start grace (120 s): the
@@ -271,8 +285,17 @@ def main() -> None:
     spy = shutil.which("py-spy") if args.profile else None
     if args.profile and spy is None:
         raise SystemExit("--profile needs py-spy on PATH (pip install py-spy)")
-    with log.open("wb") as out:
-        operator = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    replicas = []
+    for i, (shard, port) in enumerate(zip(shards, ports, strict=True)):
+        own = (
+            env
+            | {"COWORKGYM_METRICS_PORT": str(port)}
+            | ({"COWORKGYM_SHARD": shard} if shard else {})
+        )
+        with log.with_name(f"operator-{i}.log").open("wb") as out:
+            replicas.append(subprocess.Popen(argv, env=own, stdout=out, stderr=subprocess.STDOUT))
+    operator = replicas[0]  # the one profiled
+    pids = [r.pid for r in replicas]
     profiler = None
     if spy:  # attached from outside and nonblocking: the operator's own CPU figures hold
         profiler = subprocess.Popen(
@@ -290,7 +313,11 @@ def main() -> None:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    figures: dict[str, Any] = {"objects": args.objects, "create_rate": args.rate}
+    figures: dict[str, Any] = {
+        "objects": args.objects,
+        "create_rate": args.rate,
+        "replicas": args.shards,
+    }
     try:
         time.sleep(5)  # kopf's start-up: watches and indices ready
         moments = Moments(tb, ns)
@@ -304,7 +331,8 @@ def main() -> None:
             while time.monotonic() < due:
                 time.sleep(min(0.05, due - time.monotonic()))
             name = f"scale-{i:05d}"
-            bench.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, env_body(name))
+            body = env_body(name, shards[i % len(shards)])
+            bench.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
             created[name] = time.monotonic()
 
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -327,15 +355,15 @@ def main() -> None:
             "reached": len(building),
             "resolution_s": "a watch of the environments",
         }
-        figures["rss_mib_after_creates"] = round(rss_mib(operator.pid), 1)
+        figures["rss_mib_after_creates"] = [round(rss_mib(pid), 1) for pid in pids]
         # 2. every builder pod started; settle; idle figures
         for pod in bench.builder_pods():
             bench.set_pod(pod.metadata.name, "Running", {"running": {"startedAt": now_iso()}})
-        figures["settle_s"] = settle(port)
-        before, cpu0, t0 = scrape(port), cpu_seconds(operator.pid), time.monotonic()
+        figures["settle_s"] = settle(ports)
+        before, cpu0, t0 = scrape(ports), cpu_seconds(*pids), time.monotonic()
         noop0 = cpu_seconds(noop.pid)
         time.sleep(args.idle)
-        after, cpu1, t1 = scrape(port), cpu_seconds(operator.pid), time.monotonic()
+        after, cpu1, t1 = scrape(ports), cpu_seconds(*pids), time.monotonic()
         figures["idle"] = {
             "cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 3),
             "api_calls_per_s": round((after["api_calls"] - before["api_calls"]) / (t1 - t0), 1),
@@ -344,13 +372,13 @@ def main() -> None:
                 for key in after
                 if key.startswith("api_calls {") and after[key] > before.get(key, 0.0)
             },
-            "rss_mib": round(rss_mib(operator.pid), 1),
+            "rss_mib": [round(rss_mib(pid), 1) for pid in pids],
             "noop_kopf_cpu_cores": round((cpu_seconds(noop.pid) - noop0) / (t1 - t0), 3),
             "noop_kopf_rss_mib": round(rss_mib(noop.pid), 1),
         }
         # 3. finish some builder pods: how soon noticed, API calls per transition
         pods = sorted(bench.builder_pods(), key=lambda p: p.metadata.name)[: args.finish]
-        before, cpu0, noop0 = scrape(port), cpu_seconds(operator.pid), cpu_seconds(noop.pid)
+        before, cpu0, noop0 = scrape(ports), cpu_seconds(*pids), cpu_seconds(noop.pid)
         finished: dict[str, float] = {}
         for pod in pods:
             env_name = pod.metadata.labels["coworkgym.dev/environment"]
@@ -371,7 +399,7 @@ def main() -> None:
         ):
             time.sleep(0.25)
         time.sleep(10)  # the follow-up reconciles (a verifier Job each) settle
-        after, cpu1, noop1 = scrape(port), cpu_seconds(operator.pid), cpu_seconds(noop.pid)
+        after, cpu1, noop1 = scrape(ports), cpu_seconds(*pids), cpu_seconds(noop.pid)
         noticed = {n: t for n, t in dict(moments.built).items() if n in finished}
         delays = [noticed[n] - finished[n] for n in noticed]
         transitions = after["transitions"] - before["transitions"]
@@ -394,19 +422,19 @@ def main() -> None:
             ),
             "note": "the window includes any resync sweep that fell in it",
         }
-        figures["rss_mib_end"] = round(rss_mib(operator.pid), 1)
+        figures["rss_mib_end"] = [round(rss_mib(pid), 1) for pid in pids]
     finally:
         # the figures first: a clean-up that fails (an API server busy with thousands of
         # deletes) must not lose them
         print(json.dumps(figures, indent=2))
-        print(f"operator log: {log}")
+        print(f"operator logs: {log.parent}")
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
         if profiler is not None:  # py-spy writes the flame graph on SIGINT
             profiler.send_signal(signal.SIGINT)
             profiler.wait(60)
             print(f"profile: {args.profile}")
-        clean_up(tb, bench, ns, [noop, operator])
+        clean_up(tb, bench, ns, [noop, *replicas])
 
 
 def clean_up(tb: Testbed, bench: Bench, ns: str, processes: list[subprocess.Popen[bytes]]) -> None:
