@@ -540,3 +540,31 @@ def test_failed_install_names_the_bad_value(testbed: Testbed, testbed_namespace:
             "--set", "operator.replica=2",
         )  # fmt: skip
     assert "replica" in err.value.stderr and "additional properties" in err.value.stderr.lower()
+
+
+def test_each_operator_shard_gets_its_deployment_and_peering(
+    testbed: Testbed, kube_version: str
+) -> None:
+    docs = render(testbed, kube_version, "--set", "operator.shards={a,b}")
+    deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
+    assert set(deployments) == {"demo-cowork-gym-a", "demo-cowork-gym-b"}
+    for shard in ("a", "b"):
+        spec = deployments[f"demo-cowork-gym-{shard}"]["spec"]
+        # selectors that do not overlap, so each Deployment keeps its own pods
+        assert spec["selector"]["matchLabels"]["coworkgym.dev/shard"] == shard
+        assert spec["template"]["metadata"]["labels"]["coworkgym.dev/shard"] == shard
+        container = spec["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["COWORKGYM_SHARD"] == shard
+        assert f"--peering=demo-cowork-gym-{shard}" in container["args"]
+    peerings = {d["metadata"]["name"] for d in by_kind(docs, "KopfPeering")}
+    assert peerings == {"demo-cowork-gym-a", "demo-cowork-gym-b"}
+    unsharded = render(testbed, kube_version)
+    (deployment,) = by_kind(unsharded, "Deployment")
+    assert deployment["metadata"]["name"] == "demo-cowork-gym"
+    assert "coworkgym.dev/shard" not in deployment["spec"]["selector"]["matchLabels"]
+    bad = testbed.helm(
+        "template", "demo", str(CHART), "--kube-version", kube_version,
+        "--set", "operator.shards={Not_A_Name}", check=False,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "shards" in bad.stderr
