@@ -47,7 +47,9 @@ _turns = Turns()
 # when to look at an environment again without an event (controllers/wakeups.py)
 WAKEUPS = Wakeups()
 metrics.WAKEUPS_PENDING.set_function(WAKEUPS.pending)
-RETRY_MAX_SECONDS = 60.0  # the longest wait before an event-run reconcile that raised runs again
+# an event-run reconcile that raised runs again after the reconcile interval, doubling on
+# each failure in a row up to this (an API server back after an outage is noticed soon)
+RETRY_MAX_SECONDS = 30.0
 
 
 def kube() -> Kube:
@@ -338,7 +340,7 @@ async def _nudge(key: Key, logger: kopf.Logger, indices: Indices, source: str) -
         await asyncio.to_thread(_reconcile, kopf.Body(raw), logger, indices)
     except Exception as exc:  # any failure: retried, and logged
         _failures[uid] += 1
-        delay = min(2.0 ** _failures[uid], RETRY_MAX_SECONDS)
+        delay = min(SETTINGS.reconcile_interval * 2.0 ** (_failures[uid] - 1), RETRY_MAX_SECONDS)
         logger.warning(f"reconcile of {name} failed ({exc}); again in {delay:g} s")
         WAKEUPS.at(key, delay)
     else:
