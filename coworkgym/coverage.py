@@ -11,6 +11,7 @@ user turns, inputs, deliverables, verifier components and the reference solution
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -100,6 +101,18 @@ def family_report(count: int = 60, seed: int = 0, max_turns: int = 3) -> Report:
     for named in sampled_specs(count, seed=seed, max_turns=max_turns) if count else []:
         labels = named.spec.task.labels
         produced[(labels.scenario.split("/")[0], labels.capabilities[0])] += 1
+    return Report(
+        source=f"procedural families; produced: {count} specs sampled with seed {seed}",
+        served=served_grid(turns=turns),
+        produced=produced,
+        shapes=dict(_family_shapes(turns)),
+    )
+
+
+@functools.cache
+def _family_shapes(turns: tuple[int, ...]) -> dict[tuple[str, str], Shapes]:
+    """Every family's draft shapes per difficulty: the same for every report (the drafts
+    are seeded), and the costly part of one, so a process builds them once."""
     shapes: dict[tuple[str, str], Shapes] = {}
     for family in sorted(FAMILIES.values(), key=lambda f: f.name):
         for difficulty in DIFFICULTIES:
@@ -109,12 +122,7 @@ def family_report(count: int = 60, seed: int = 0, max_turns: int = 3) -> Report:
             for n in turns:
                 for s in SHAPE_SEEDS:
                     bucket.add(_draft_shape(family, FamilyParams(s, difficulty, n)))
-    return Report(
-        source=f"procedural families; produced: {count} specs sampled with seed {seed}",
-        served=served_grid(turns=turns),
-        produced=produced,
-        shapes=shapes,
-    )
+    return shapes
 
 
 def manifest_report(manifest: Path, max_turns: int = 3) -> Report:

@@ -22,8 +22,8 @@ from coworkgym_training.trainer.store import LocalCheckpointStore
 from tests.training.trainer_runs import workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
-MAX_STEPS = 40
-EVERY = 5
+MAX_STEPS = 16
+EVERY = 4
 
 
 def wait_for(condition: object, timeout: float, what: str, proc: subprocess.Popen[str]) -> None:
