@@ -89,6 +89,8 @@ def test_kopf_uses_the_projects_finalizer_event_source_and_a_quiet_log() -> None
         return bool(quiet.filter(record))
 
     assert not passes("Timer 'on_timer' succeeded.")
+    assert not passes("Handler 'on_stage_pod' succeeded.")  # every pod event: not logged
+    assert not passes("Handler 'on_stage_job' succeeded.")
     assert passes("Handler 'on_change' succeeded.")  # a change: once per event, kept
     assert passes("created Job/demo-builder-i0-a1")
     assert passes("Timer 'on_timer' failed with an exception. Will retry.", logging.ERROR)

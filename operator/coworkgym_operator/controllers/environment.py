@@ -65,13 +65,20 @@ def kube() -> Kube:
     return _kube
 
 
+# event handlers that run on every event of the stage Jobs and pods
+_PER_EVENT = ("Handler 'on_stage_job' succeeded.", "Handler 'on_stage_pod' succeeded.")
+
+
 class _QuietTimerSuccess(logging.Filter):
     """kopf logs "Timer 'on_timer' succeeded." at INFO on every run of the other kinds'
-    timers: every few seconds per object, saying nothing. Their failures (logged at ERROR)
-    still pass."""
+    timers (every few seconds per object), and the same of the stage Jobs' and pods'
+    event handlers on every event, saying nothing; and it posts what it logs at INFO as
+    Kubernetes events (an API call each). Failures (logged at ERROR) still pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if message in _PER_EVENT:
+            return False
         return not (message.startswith("Timer ") and message.endswith(" succeeded."))
 
 
@@ -197,13 +204,20 @@ def _clock_wait(observed: Observed) -> float | None:
 
 def _unchanged(uid: str, namespace: str, name: str, indices: Indices, version: str | None) -> bool:
     """Whether the last reconcile had nothing to do and nothing it reads has changed since
-    (``version``: the environment's resourceVersion, where the caller has the object)."""
+    (``version``: the environment's resourceVersion, where the caller has the object). If
+    so and the clock is still to come, its wake-up is asked for again: the queue keeps one
+    per environment, the soonest, and this may be it (work in flight's, superseding the
+    clock's), spent here without a reconcile to ask again."""
     known = _settled.get(uid)
     if known is None or (version is not None and known[0] != version):
         return False
     observed = _observe_indexed(namespace, name, uid, known[1], indices)
     wait = _clock_wait(observed)
-    return _seen(observed) == known[2] and (wait is None or wait > SETTINGS.reconcile_interval)
+    if _seen(observed) != known[2] or (wait is not None and wait <= SETTINGS.reconcile_interval):
+        return False
+    if wait is not None:
+        WAKEUPS.at((namespace, name, uid), wait)
+    return True
 
 
 def _reconcile_once(
