@@ -447,13 +447,16 @@ def clean_up(tb: Testbed, bench: Bench, ns: str, processes: list[subprocess.Pope
             time.sleep(2)
     except subprocess.TimeoutExpired:
         print("clean-up: the environments' delete timed out; the namespace goes anyway")
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        try:
-            process.wait(40)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    except Exception as exc:  # the API server gone (a test-bed stopped): the processes still go
+        print(f"clean-up: could not delete the environments ({type(exc).__name__})")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(40)
+            except subprocess.TimeoutExpired:
+                process.kill()
     tb.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
