@@ -37,7 +37,9 @@ verdict() { # verdict NAME
 rc=0
 session not-test-bed "" "$PYTEST" -q --durations=40 -m "not testbed"
 t=$SECONDS
-if testbed/build.sh && testbed/build-images.sh; then
+components=() # build.sh's default set; KubeRay only for its opt-in e2e
+on "${COWORKGYM_TESTBED_KUBERAY:-}" && components=(etcd k8s kube-router coredns helm kubeconform seaweedfs kuberay)
+if testbed/build.sh "${components[@]}" && testbed/build-images.sh; then
   echo "[suite] test-bed built (or found cached) in $((SECONDS - t)) s"
   if on "${COWORKGYM_TESTBED_NODE:-}"; then
     session node "[node] " "$PYTEST" -q --durations=25 -m node

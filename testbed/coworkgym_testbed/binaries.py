@@ -60,7 +60,7 @@ class Tool:
 
 def tools() -> dict[str, Tool]:
     v = versions()
-    k8s = f"kubernetes-{v['K8S_VERSION']}"
+    k8s = f"kubernetes-{v['K8S_VERSION']}-all"  # one build: control plane, kubelet, kube-proxy
     return {
         t.name: t
         for t in (
@@ -69,8 +69,10 @@ def tools() -> dict[str, Tool]:
             Tool("kube-controller-manager", "k8s", k8s),
             Tool("kube-scheduler", "k8s", k8s),
             Tool("kubectl", "k8s", k8s),
-            Tool("kubelet", "kubelet", f"kubelet-{v['K8S_VERSION']}"),
+            Tool("kubelet", "k8s", k8s),
+            Tool("kube-proxy", "k8s", k8s),
             Tool("kube-router", "kube-router", f"kube-router-{v['KUBE_ROUTER_VERSION']}"),
+            Tool("coredns", "coredns", f"coredns-{v['COREDNS_VERSION']}"),
             Tool("helm", "helm", f"helm-{v['HELM_VERSION']}"),
             Tool("kubeconform", "kubeconform", f"kubeconform-{v['KUBECONFORM_VERSION']}"),
             Tool("weed", "seaweedfs", f"seaweedfs-{v['SEAWEEDFS_VERSION']}"),

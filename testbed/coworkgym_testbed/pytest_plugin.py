@@ -40,7 +40,7 @@ SKIP_REASON = (
 )
 NODE_SKIP_REASON = (
     "needs the test-bed's node (pods that run): --testbed-node or COWORKGYM_TESTBED_NODE=1, "
-    "as root, with `testbed/build.sh kubelet` and `testbed/build-images.sh` done"
+    "as root, with `testbed/build.sh k8s` and `testbed/build-images.sh` done"
 )
 
 
