@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make testbed-operator`: install (or upgrade) the cowork-gym chart on the test-bed's node,
-# with testbed/values.yaml and the relay ports of the running test-bed. Needs a test-bed
+# with testbed/values.yaml and the S3 relay port of the running test-bed. Needs a test-bed
 # with a node (`make testbed-up NODE=1`, as root). NAMESPACE and RELEASE default to
 # cowork-gym, the namespace examples/specs/*.yaml name.
 set -euo pipefail
@@ -11,7 +11,7 @@ RELEASE=${RELEASE:-cowork-gym}
 
 # KUBECONFIG, the built kubectl/helm first on PATH, the S3 credentials and the relays.
 eval "$("$PY" -m coworkgym_testbed env)"
-if [[ -z "${COWORKGYM_API_NODE_PORT:-}" ]]; then
+if [[ -z "${COWORKGYM_S3_NODE_PORT:-}" ]]; then
   echo "testbed-operator: the test-bed in $COWORKGYM_TESTBED_DIR has no node; start one" \
     "with 'make testbed-up NODE=1' (as root)" >&2
   exit 1
@@ -25,10 +25,7 @@ kubectl -n "$NAMESPACE" create secret generic cowork-gym-s3 \
   --from-literal=AWS_DEFAULT_REGION="$AWS_DEFAULT_REGION" \
   --dry-run=client -o yaml | kubectl apply -f -
 
-api_relay="[{\"name\": \"KUBERNETES_SERVICE_HOST\", \"value\": \"$COWORKGYM_NODE_IP\"},"
-api_relay+=" {\"name\": \"KUBERNETES_SERVICE_PORT\", \"value\": \"$COWORKGYM_API_NODE_PORT\"}]"
 helm upgrade --install "$RELEASE" charts/cowork-gym -n "$NAMESPACE" -f testbed/values.yaml \
-  --set-json "operator.extraEnv=$api_relay" \
   --set s3.endpoint="$COWORKGYM_S3_NODE_ENDPOINT" \
   --set networkPolicy.objectStore.port="$COWORKGYM_S3_NODE_PORT"
 kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE" --timeout=300s

@@ -7,7 +7,7 @@ The operator talks to the API server on loopback with the admin kubeconfig, like
 controller-manager. It reaches a Ray head's dashboard (job status, job submission in
 HTTPMode) through the API server's service proxy (`--use-kubernetes-proxy`): there is no
 cluster DNS on the host side. The Ray pods themselves find their head by its Service name
-through the node's cluster DNS (dns.py), which starts with the operator when there is a node.
+through the node's CoreDNS (node/services.py).
 """
 
 from __future__ import annotations
@@ -77,10 +77,7 @@ def crds_established(c: Cluster) -> bool:
     return True
 
 
-def kuberay_components(node: bool) -> tuple[Component, ...]:
-    """The operator; with a node, also the cluster DNS its Ray pods need (node/components.py)."""
-    if node:
-        from .node.components import ClusterDns
-
-        return (ClusterDns(), KubeRayOperator())
+def kuberay_components() -> tuple[Component, ...]:
+    """The operator (its Ray pods find their head through the node's CoreDNS, which every node
+    runs: node/services.py)."""
     return (KubeRayOperator(),)

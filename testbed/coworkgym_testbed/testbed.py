@@ -58,7 +58,7 @@ def components_for(node: bool, kuberay: bool = False) -> tuple[Component, ...]:
     return (
         COMPONENTS
         + (NODE_COMPONENTS if node else ())
-        + (kuberay_components(node) if kuberay else ())
+        + (kuberay_components() if kuberay else ())
     )
 
 
@@ -455,14 +455,13 @@ def restart(
 
 
 def _add_kuberay(tb: Testbed, timeout: float, say: Callable[[str], None]) -> None:
-    kubelet_config = tb.run_dir / "kubelet" / "config.json"
-    if tb.node and "clusterDNS" not in json.loads(kubelet_config.read_text()):
+    if tb.node and "coredns" not in tb.processes:
         raise StartupError(
-            f"the node in {tb.run_dir} was started by an older checkout, without cluster DNS "
+            f"the node in {tb.run_dir} was started by an older checkout, without CoreDNS "
             "(Ray workers find their head by name): restart it (`down`, then `up --node "
             "--kuberay`)"
         )
-    added = kuberay_components(tb.node)
+    added = kuberay_components()
     names = [p for comp in added for p in comp.ports if p not in tb.ports]
     tb.ports |= _free_ports(names)
     tb.kuberay = True

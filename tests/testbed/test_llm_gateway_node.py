@@ -8,9 +8,11 @@ their NetworkPolicies let them reach the gateway and nothing else (a probe pod w
 builder's labels shows it). The environment is released; its token usage is in its status,
 in the gateway's metrics and in the operator's.
 
-There is no kube-proxy on the node, so Services do not route: the gateway is handed to the
-pods by its pod's address (gateway.url, set once the gateway runs, by `helm upgrade`),
-and the operator reaches the API server through the node's relay (as in test_node.py).
+Services route on the node (kube-proxy, CoreDNS): the chart's default gateway URL, the
+gateway Service's name, is resolved by the operator and handed to the stage pods as the
+Service's cluster IP, which kube-proxy sends on to the gateway pod; the NetworkPolicies
+apply to the translated packets. The operator reaches the API server through the
+`kubernetes` Service, as on any cluster.
 """
 
 from __future__ import annotations
@@ -55,18 +57,13 @@ RELEASE_TIMEOUT = 300.0
 REPLY_TOKENS = (100, 20)  # prompt, completion: what the scripted server reports per reply
 
 
-def chart_values(tb: Testbed, operator_replicas: int, gateway_url: str = "") -> dict[str, Any]:
+def chart_values(tb: Testbed) -> dict[str, Any]:
     return {
         "operator": {
             "image": {"repository": images.OPERATOR_IMAGE.rsplit(":", 1)[0], "tag": "dev",
                       "pullPolicy": "Never"},
-            "replicas": operator_replicas,
             "peering": {"enabled": False},
             "reconcileIntervalSeconds": 1,
-            "extraEnv": [
-                {"name": "KUBERNETES_SERVICE_HOST", "value": NODE_IP},
-                {"name": "KUBERNETES_SERVICE_PORT", "value": str(tb.api_node_port)},
-            ],
         },
         "sandbox": {"image": images.ROLE_IMAGE, "resources": {"cpu": "500m", "memory": "1Gi"}},
         "sandboxImagePullPolicy": "Never",
@@ -75,7 +72,7 @@ def chart_values(tb: Testbed, operator_replicas: int, gateway_url: str = "") -> 
         "networkPolicy": {"objectStore": {
             "cidr": f"{NODE_IP}/32", "port": relay_port(tb), "dns": {"enabled": False},
         }},
-        "gateway": {"enabled": True, "upstreamKeysSecret": KEYS_SECRET, "url": gateway_url,
+        "gateway": {"enabled": True, "upstreamKeysSecret": KEYS_SECRET,
                     "environmentTokenBudget": 50_000},
     }  # fmt: skip
 
@@ -113,17 +110,19 @@ def upstream(testbed_env: Testbed, cluster: Cluster, node_ns: str) -> str:
 def installed(
     testbed_env: Testbed, cluster: Cluster, node_ns: str, tmp_path: Path
 ) -> Iterator[dict[str, str]]:
-    """The chart with its gateway; the operator started once the gateway's address is
-    known. The gateway's and the operator's pod addresses."""
+    """The chart with its gateway, at the chart's default URL (the gateway Service's name).
+    The gateway's and the operator's pod addresses, and the gateway Service's cluster IP."""
     tb = testbed_env
-    helm(tb, "install", node_ns, chart_values(tb, 0), tmp_path)
+    helm(tb, "install", node_ns, chart_values(tb), tmp_path)
     try:
         gateway_pod = cluster.wait(
             lambda: next(iter(pods(cluster, "app=llm-gateway", ready=True)), None),
             timeout=120, message="the gateway pod ready",
         )  # fmt: skip
         gateway = f"http://{gateway_pod.status.pod_ip}:8000"
-        helm(tb, "upgrade", node_ns, chart_values(tb, 1, f"{gateway}/v1"), tmp_path)
+        service = cluster.v1.list_namespaced_service(
+            node_ns, label_selector="app.kubernetes.io/component=gateway"
+        ).items[0]
         selector = "app.kubernetes.io/instance=op,app.kubernetes.io/component=operator"
         operator_pod = cluster.wait(
             lambda: next(iter(pods(cluster, selector, ready=True)), None),
@@ -132,6 +131,7 @@ def installed(
         yield {
             "gateway": gateway,
             "gateway_pod": gateway_pod.metadata.name,
+            "gateway_service_ip": service.spec.cluster_ip,
             "operator": f"http://{operator_pod.status.pod_ip}:8080",
             "operator_pod": operator_pod.metadata.name,
         }
@@ -238,9 +238,8 @@ def test_an_llm_role_environment_is_released_on_the_node_through_the_in_cluster_
 
     cluster.wait(policies, timeout=60, message="the environment's NetworkPolicies")
     upstream_host = upstream.removeprefix("http://").split(":")[0]
-    gateway_host = installed["gateway"].removeprefix("http://").split(":")[0]
-    targets = {
-        "gateway": [gateway_host, 8000],
+    targets = {  # the gateway as the stage pods are handed it: its Service's cluster IP
+        "gateway": [installed["gateway_service_ip"], 8000],
         "upstream": [upstream_host, 8080],
         "s3-relay": [NODE_IP, relay_port(tb)],
         "kubelet": [NODE_IP, tb.ports["kubelet"]],
@@ -301,6 +300,9 @@ def test_an_llm_role_environment_is_released_on_the_node_through_the_in_cluster_
         )
         variables = {e.name: e for e in stage_pod.spec.containers[0].env or []}
         assert ("COWORKGYM_GATEWAY_TOKEN" in variables) == (egress == "gateway")
+        if egress == "gateway":  # the Service's cluster IP: kube-proxy took it to the pod
+            url = variables["COWORKGYM_GATEWAY_URL"].value
+            assert url == f"http://{installed['gateway_service_ip']}:8000/v1", url
     mounting = [
         p.metadata.name
         for p in pods(cluster, "")

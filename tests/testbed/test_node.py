@@ -488,9 +488,8 @@ def test_the_chart_runs_the_operator_as_a_pod_on_the_node(
     cluster: Cluster, testbed_env: Testbed, node_ns: str, tmp_path: Path
 ) -> None:
     """`helm install` with the operator image built here: the operator pod, then every stage
-    pod, run on the node. There is no kube-proxy behind the `kubernetes` Service, so the
-    operator is pointed at the node's relay to the API server (a TLS name the API server's
-    certificate carries)."""
+    pod, run on the node. The operator reaches the API server through the `kubernetes`
+    Service, with the chart's defaults: the node's kube-proxy routes it."""
     tb = testbed_env
     values = {
         "operator": {
@@ -498,10 +497,6 @@ def test_the_chart_runs_the_operator_as_a_pod_on_the_node(
                       "pullPolicy": "Never"},
             "peering": {"enabled": False},
             "reconcileIntervalSeconds": 1,
-            "extraEnv": [
-                {"name": "KUBERNETES_SERVICE_HOST", "value": NODE_IP},
-                {"name": "KUBERNETES_SERVICE_PORT", "value": str(tb.api_node_port)},
-            ],
         },
         "sandbox": {"image": images.ROLE_IMAGE, "resources": {"cpu": "500m", "memory": "1Gi"}},
         "sandboxImagePullPolicy": "Never",

@@ -35,14 +35,8 @@ def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def installed_values() -> dict[str, Any]:
-    """What install-operator.sh hands helm: the chart's values, the file, the relays."""
+    """What install-operator.sh hands helm: the chart's values, the file, the S3 relay."""
     relays = {
-        "operator": {
-            "extraEnv": [
-                {"name": "KUBERNETES_SERVICE_HOST", "value": NODE_IP},
-                {"name": "KUBERNETES_SERVICE_PORT", "value": "40001"},
-            ]
-        },
         "s3": {"endpoint": f"http://{NODE_IP}:40002"},
         "networkPolicy": {"objectStore": {"port": 40002}},
     }

@@ -1,5 +1,6 @@
 """The node's processes: containerd, the kubelet, kube-router's firewall, the volume
-provisioner and the S3 relay. What they leave on the machine is host.py's business."""
+provisioner and the relays; kube-proxy and CoreDNS are in services.py. What they leave on the
+machine is host.py's business."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .host import (
     require_root,
     teardown,
 )
+from .services import DNS_SERVICE_IP, CoreDns, KubeProxy
 
 PAUSE_IMAGE = "localhost/pause:v1"
 
@@ -172,9 +174,8 @@ class Kubelet(Component):
                 "imagefs.available": "0%",
             },
             "clusterDomain": "cluster.local",
-            # The node's own resolver for *.svc.cluster.local (ClusterDns below, ../dns.py;
-            # started with KubeRay).
-            "clusterDNS": [NODE_IP],
+            # CoreDNS behind the kube-dns Service (services.py)
+            "clusterDNS": [DNS_SERVICE_IP],
             "resolvConf": "/etc/resolv.conf",
             "serializeImagePulls": False,
             "staticPodPath": "",
@@ -276,45 +277,9 @@ class NodeRelay(Component):
         return False
 
 
-# The S3 server for the release stage; the API server for an operator running as a pod
-# (there is no kube-proxy behind the `kubernetes` Service).
+# The S3 server for the release stage (an object store outside the cluster, reached by
+# address); the API server, as the `kubernetes` Service's endpoint (services.py).
 RELAYS = (NodeRelay("s3-node-relay", "s3"), NodeRelay("api-node-relay", "kube-apiserver"))
-
-
-class ClusterDns(Component):
-    """`<service>.<namespace>.svc.cluster.local` for the node's pods (see dns.py), on
-    10.244.0.1:53/udp, the one port besides the relays that the fence lets pods reach.
-
-    Started with KubeRay (kuberay.py), whose Ray pods find their head by name; the kubelet
-    names the node address as the pods' nameserver either way, so without this server a
-    lookup fails at once (port unreachable) instead of waiting on an unreachable resolver."""
-
-    name = "cluster-dns"
-    needs = ("kube-apiserver", "containerd")  # containerd's prepare() makes the bridge
-    stop_timeout = 5.0
-
-    def argv(self, c: Cluster) -> list[str]:
-        p = c.pki
-        return [
-            sys.executable,
-            "-m",
-            "coworkgym_testbed.dns",
-            NODE_IP,
-            c.api_url,
-            str(p.ca_cert),
-            str(p.admin_cert),
-            str(p.admin_key),
-        ]
-
-    def ready(self, c: Cluster) -> bool:
-        from ..dns import NXDOMAIN, query
-
-        # a name outside the cluster domain: answered without asking the API server
-        try:
-            rcode, _ips = query(NODE_IP, "readiness.probe.invalid", timeout=2)
-        except OSError:
-            return False
-        return rcode == NXDOMAIN
 
 
 class NetworkPolicyController(Component):
@@ -387,7 +352,9 @@ def api_node_port(c: Cluster) -> int:
 NODE_COMPONENTS: tuple[Component, ...] = (
     Containerd(),
     *RELAYS,
+    CoreDns(),
     Kubelet(),
+    KubeProxy(),
     NetworkPolicyController(),
     VolumeProvisioner(),
 )

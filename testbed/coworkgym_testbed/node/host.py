@@ -4,7 +4,8 @@ that and nothing else:
 - the bridge `cgtb0` with the node address 10.244.0.1/24 (pods get 10.244.0.10-250); the
   node address is never the machine's own;
 - the fence: two chains in the iptables mangle table that keep pod traffic on the bridge (a
-  pod may reach other pods and the node's relay ports and its DNS port, nothing beyond the machine);
+  pod may reach other pods and the node's relay ports and its DNS port, nothing beyond the
+  machine; kube-proxy's DNAT to a Service's endpoint comes before it);
 - two sysctls (forwarding, bridged packets through iptables), put back afterwards;
 - the cgroup `/coworkgym-testbed` in every v1 hierarchy (the kubelet's cgroupRoot: every pod
   process lives below it, so teardown finds them there rather than by name), and the same
@@ -12,7 +13,7 @@ that and nothing else:
   machine;
 - the network namespaces the CRI made for pods (`/run/netns/cni-*` that were not there
   before);
-- the chains the kubelet and kube-router write, and kube-router's ipsets.
+- the chains the kubelet, kube-proxy and kube-router write, and kube-router's ipsets.
 
 There is one node per machine (all of the above is the machine's): a record in /run names
 the run that owns it, so a crashed run's leftovers are removed before a new node starts.
@@ -142,8 +143,10 @@ def network_up(run_dir: Path, relay_ports: list[int]) -> None:
     _iptables("-A", FW_INPUT, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
     for port in relay_ports:
         _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
-    # the node's cluster DNS (dns.py): a pod's resolv.conf names a nameserver, never a port
-    _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", "udp", "--dport", "53", "-j", "ACCEPT")
+    # CoreDNS (services.py), behind the kube-dns Service: kube-proxy's DNAT comes first, so
+    # these rules see the node address and port 53
+    for proto in ("udp", "tcp"):
+        _iptables("-A", FW_INPUT, "-d", NODE_IP, "-p", proto, "--dport", "53", "-j", "ACCEPT")
     _iptables("-A", FW_INPUT, "-j", "DROP")
     _iptables("-I", "INPUT", "-i", BRIDGE, "-j", FW_INPUT)
     # FORWARD: pod to pod on the bridge passes on (to NetworkPolicies in the filter table);
@@ -183,8 +186,10 @@ def cni_config() -> dict[str, object]:
                 "type": "bridge",
                 "bridge": BRIDGE,
                 "isGateway": True,
-                # No masquerading and no portmap: no NAT rules, nothing leaves the machine.
+                # No masquerading and no portmap: the only NAT is kube-proxy's, to Services.
                 "ipMasq": False,
+                # a pod may reach itself through its own Service (kube-proxy masquerades that)
+                "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
                     "ranges": [
