@@ -16,12 +16,25 @@ from .builders import LABEL_ENV, LABEL_SANDBOX, Manifest
 from .reconcile.environment import JobObservation
 from .reconcile.observe import job_observation
 
+# Write calls ask for the raw response (``_preload_content=False``) and drop it: the answer
+# is not read, and turning a created Job into the client's models was most of a create's
+# CPU. A non-2xx answer still raises ApiException.
 
-def created(create: Callable[[], object]) -> bool:
-    """Run a create call; an object that already exists is fine (level-triggered: a
-    restarted operator plans the same creates again). True if this call created it."""
+
+def dropped(response: Any) -> None:
+    """Read a raw answer to the end and give its connection back to the pool (an answer the
+    client already read, from a call made without it, needs nothing)."""
+    if hasattr(response, "release_conn"):
+        response.read()
+        response.release_conn()
+
+
+def created(create: Callable[[], Any]) -> bool:
+    """Run a create call (raw, ``_preload_content=False``); an object that already exists is
+    fine (level-triggered: a restarted operator plans the same creates again). True if this
+    call created it."""
     try:
-        create()
+        dropped(create())
     except ApiException as exc:
         if exc.status == 409:
             return False
@@ -80,9 +93,17 @@ class Kube:
         body = client.V1DeleteOptions(propagation_policy="Background")
         try:
             if kind == "Job":
-                self.batch.delete_namespaced_job(name, namespace, body=body)
+                dropped(
+                    self.batch.delete_namespaced_job(
+                        name, namespace, body=body, _preload_content=False
+                    )
+                )
             elif kind == "PersistentVolumeClaim":
-                self.core.delete_namespaced_persistent_volume_claim(name, namespace, body=body)
+                dropped(
+                    self.core.delete_namespaced_persistent_volume_claim(
+                        name, namespace, body=body, _preload_content=False
+                    )
+                )
             else:
                 raise ValueError(f"cannot delete {kind}")
         except ApiException as exc:
@@ -110,7 +131,7 @@ class Kube:
         """Make the status ``after`` (read as ``before``): a merge patch that also removes the
         keys ``after`` no longer has (a plain merge would keep them)."""
         custom = client.CustomObjectsApi(self.api)
-        custom.patch_namespaced_custom_object_status(
+        response = custom.patch_namespaced_custom_object_status(
             GROUP,
             VERSION,
             namespace,
@@ -118,7 +139,9 @@ class Kube:
             name,
             {"status": merge_patch(before, after)},
             _content_type="application/merge-patch+json",
+            _preload_content=False,
         )
+        dropped(response)
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
         """Drop one finalizer from a CoworkEnvironment (a JSON patch that tests the index,
@@ -149,15 +172,25 @@ class Kube:
         kind = manifest["kind"]
         body: Any = manifest  # the client accepts plain dicts as request bodies
         if kind == "Job":
-            return created(lambda: self.batch.create_namespaced_job(namespace, body))
+            return created(
+                lambda: self.batch.create_namespaced_job(namespace, body, _preload_content=False)
+            )
         if kind == "PersistentVolumeClaim":
             return created(
-                lambda: self.core.create_namespaced_persistent_volume_claim(namespace, body)
+                lambda: self.core.create_namespaced_persistent_volume_claim(
+                    namespace, body, _preload_content=False
+                )
             )
         if kind == "NetworkPolicy":
-            return created(lambda: self.net.create_namespaced_network_policy(namespace, body))
+            return created(
+                lambda: self.net.create_namespaced_network_policy(
+                    namespace, body, _preload_content=False
+                )
+            )
         if kind == "Secret":  # the gateway tokens of LLM-backed stages and rollouts
-            return created(lambda: self.core.create_namespaced_secret(namespace, body))
+            return created(
+                lambda: self.core.create_namespaced_secret(namespace, body, _preload_content=False)
+            )
         raise ValueError(f"cannot create {kind}")
 
     def delete_children(self, namespace: str, env_name: str) -> None:

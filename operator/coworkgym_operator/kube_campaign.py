@@ -62,7 +62,12 @@ class CampaignKube:
         body: Any = manifest
         return created(
             lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, manifest["metadata"]["namespace"], PLURAL, body
+                GROUP,
+                VERSION,
+                manifest["metadata"]["namespace"],
+                PLURAL,
+                body,
+                _preload_content=False,
             )
         )
 
