@@ -1,7 +1,12 @@
 """The Kubernetes calls of the TrainingRun controller: what it observes for the pure
 reconcile (the run, the RolloutBatch it names or the environments its rounds roll out on,
-its Jobs or RayJobs, the training pod's log tail, whether KubeRay is installed), and
-applying its plan. Synchronous, like kube.py."""
+its Jobs or RayJobs, the training pod's log tail, whether KubeRay is installed; with
+rounds, the round's server and RolloutBatch), and applying its plan. Synchronous, like
+kube.py.
+
+A RolloutBatch is never deleted from here: the chart lets the operator create them (an
+on-policy round's) but not delete them (users make them too); the owner reference lets
+the garbage collector remove a run's batches with it."""
 
 from __future__ import annotations
 
@@ -11,15 +16,17 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .api.batch import BATCH_PLURAL, EnvironmentSelection
+from .api.batch import BATCH_KIND, BATCH_PLURAL, EnvironmentSelection
 from .api.training import TRAINING_PLURAL
 from .api.types import GROUP, VERSION
 from .kube import Kube, created, merge_patch
 from .kube_batch import BatchKube
 from .rayjob import RAY_GROUP, RAY_VERSION, RAYJOB_KIND, RAYJOB_PLURAL
 from .reconcile.environment import JobObservation
-from .reconcile.training import BatchSeen, EnvironmentsSeen
-from .training_builders import LABEL_TRAINING, Manifest
+from .reconcile.training import BatchSeen, EnvironmentsSeen, ServingSeen
+from .reconcile.training_observe import batch_seen, serving_seen
+from .round_builders import serve_name
+from .training_builders import LABEL_ROUND, LABEL_STEP, LABEL_TRAINING, Manifest
 
 LOG_TAIL_LINES = 200
 DISCOVERY_TTL_SECONDS = 60.0
@@ -29,6 +36,7 @@ class TrainingKube:
     def __init__(self, kube: Kube, *, ray_enabled: bool = True) -> None:
         self.kube = kube
         self.custom = client.CustomObjectsApi(kube.api)
+        self.apps = client.AppsV1Api(kube.api)
         self.batches = BatchKube(kube)  # its environment lookup, shared with RolloutBatches
         # training.ray off: the operator has no RayJob rights, so it never asks
         self.ray_enabled = ray_enabled
@@ -66,22 +74,31 @@ class TrainingKube:
 
     # ---- what it reads ------------------------------------------------------------------
     def read_batch(self, namespace: str, name: str) -> BatchSeen:
-        batch = self._get(GROUP, VERSION, namespace, BATCH_PLURAL, name)
-        if batch is None:
-            return BatchSeen(found=False)
-        status = batch.get("status") or {}
-        conds = {c.get("type"): c for c in status.get("conditions") or []}
-        complete = (conds.get("Complete") or {}).get("status") == "True"
-        failed = (conds.get("Failed") or {}).get("status") == "True"
-        return BatchSeen(
-            found=True,
-            phase=str(status.get("phase") or ""),
-            complete=complete,
-            failed=failed,
-            output_uri=status.get("outputUri"),
-            kept=(status.get("counts") or {}).get("kept"),
-            message=str(status.get("message") or ""),
-        )
+        return batch_seen(name, self._get(GROUP, VERSION, namespace, BATCH_PLURAL, name))
+
+    def observe_serving(self, namespace: str, run: str, index: int) -> ServingSeen:
+        """Round ``index``'s server: its Deployment, Service and pods."""
+        name = serve_name(run, index)
+        deployment = self._read(lambda: self.apps.read_namespaced_deployment(name, namespace))
+        if deployment is None:
+            return serving_seen(name, None, None, [])
+        service = self._read(lambda: self.kube.core.read_namespaced_service(name, namespace))
+        selector = f"{LABEL_TRAINING}={run},{LABEL_STEP}=serve,{LABEL_ROUND}={index}"
+        pods: Any = self.kube.core.list_namespaced_pod(namespace, label_selector=selector)
+        return serving_seen(name, deployment, service, [self._plain(p) for p in pods.items])
+
+    def _read(self, get: Any) -> dict[str, Any] | None:
+        try:
+            return self._plain(get())
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        """A client object as the API serves it (camelCase keys), for the pure readers."""
+        plain: dict[str, Any] = self.kube.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return plain
 
     def resolve_environments(
         self, namespace: str, selection: EnvironmentSelection
@@ -132,10 +149,14 @@ class TrainingKube:
             raise
         return str(text)
 
-    def existing_children(self, namespace: str, run: str) -> frozenset[str]:
+    def existing_children(self, namespace: str, run: str, rounds: bool = False) -> frozenset[str]:
+        """ "Kind/name" of the run's children; ``rounds``: with the rounds' servers, their
+        NetworkPolicy and the rounds' RolloutBatches."""
         selector = f"{LABEL_TRAINING}={run}"
         jobs: Any = self.kube.batch.list_namespaced_job(namespace, label_selector=selector)
         names = {f"Job/{j.metadata.name}" for j in jobs.items}
+        if rounds:
+            names |= self._round_children(namespace, selector)
         if self.ray_available():
             listed: Any = self.custom.list_namespaced_custom_object(
                 RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, label_selector=selector
@@ -143,29 +164,55 @@ class TrainingKube:
             names |= {f"{RAYJOB_KIND}/{r['metadata']['name']}" for r in listed.get("items", [])}
         return frozenset(names)
 
-    # ---- what it does -------------------------------------------------------------------
-    def create(self, manifest: Manifest) -> bool:
-        if manifest["kind"] != RAYJOB_KIND:
-            return self.kube.create(manifest)
-        body: Any = manifest
-        return created(
-            lambda: self.custom.create_namespaced_custom_object(
-                RAY_GROUP, RAY_VERSION, manifest["metadata"]["namespace"], RAYJOB_PLURAL, body
-            )
+    def _round_children(self, namespace: str, selector: str) -> set[str]:
+        core, net = self.kube.core, self.kube.net
+        deployments: Any = self.apps.list_namespaced_deployment(namespace, label_selector=selector)
+        services: Any = core.list_namespaced_service(namespace, label_selector=selector)
+        policies: Any = net.list_namespaced_network_policy(namespace, label_selector=selector)
+        batches: Any = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, BATCH_PLURAL, label_selector=selector
+        )
+        return (
+            {f"Deployment/{d.metadata.name}" for d in deployments.items}
+            | {f"Service/{s.metadata.name}" for s in services.items}
+            | {f"NetworkPolicy/{p.metadata.name}" for p in policies.items}
+            | {f"{BATCH_KIND}/{b['metadata']['name']}" for b in batches.get("items", [])}
         )
 
-    def delete(self, namespace: str, kind: str, name: str) -> bool:
-        if kind != RAYJOB_KIND:
-            return self.kube.delete(namespace, kind, name)
-        try:
-            self.custom.delete_namespaced_custom_object(
-                RAY_GROUP,
-                RAY_VERSION,
-                namespace,
-                RAYJOB_PLURAL,
-                name,
-                body=client.V1DeleteOptions(propagation_policy="Background"),
+    # ---- what it does -------------------------------------------------------------------
+    def create(self, manifest: Manifest) -> bool:
+        kind, namespace = manifest["kind"], manifest["metadata"]["namespace"]
+        body: Any = manifest  # the client takes plain dicts as request bodies
+        if kind == "Deployment":
+            return created(lambda: self.apps.create_namespaced_deployment(namespace, body))
+        if kind == "Service":
+            return created(lambda: self.kube.core.create_namespaced_service(namespace, body))
+        if kind in (RAYJOB_KIND, BATCH_KIND):
+            group, version, plural = (
+                (RAY_GROUP, RAY_VERSION, RAYJOB_PLURAL)
+                if kind == RAYJOB_KIND
+                else (GROUP, VERSION, BATCH_PLURAL)
             )
+            return created(
+                lambda: self.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, body
+                )
+            )
+        return self.kube.create(manifest)
+
+    def delete(self, namespace: str, kind: str, name: str) -> bool:
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        try:
+            if kind == "Deployment":
+                self.apps.delete_namespaced_deployment(name, namespace, body=body)
+            elif kind == "Service":
+                self.kube.core.delete_namespaced_service(name, namespace, body=body)
+            elif kind == RAYJOB_KIND:
+                self.custom.delete_namespaced_custom_object(
+                    RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, name, body=body
+                )
+            else:
+                return self.kube.delete(namespace, kind, name)
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -173,11 +220,22 @@ class TrainingKube:
         return True
 
     def delete_children(self, namespace: str, run: str) -> None:
-        """Belt and braces next to owner references."""
+        """Belt and braces next to owner references (but RolloutBatches: see above)."""
         selector = f"{LABEL_TRAINING}={run}"
         body = client.V1DeleteOptions(propagation_policy="Background")
         self.kube.batch.delete_collection_namespaced_job(
             namespace, label_selector=selector, body=body
+        )
+        self.apps.delete_collection_namespaced_deployment(
+            namespace, label_selector=selector, body=body
+        )
+        # Services are deleted one by one: not every API server version serves a
+        # deletecollection of them
+        services: Any = self.kube.core.list_namespaced_service(namespace, label_selector=selector)
+        for service in services.items:
+            self.delete(namespace, "Service", service.metadata.name)
+        self.kube.net.delete_collection_namespaced_network_policy(
+            namespace, label_selector=selector
         )
         if self.ray_available():
             self.custom.delete_collection_namespaced_custom_object(

@@ -158,8 +158,8 @@ def _submitter_template(spec: TrainingRunSpec, settings: TrainingSettings) -> Ma
 
 def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> Manifest:
     """The RayJob of a TrainingRun (the manifest with metadata, spec and status.dataUri
-    as the controller reads it). ``start`` numbers resumes, as for the plain Job. One round
-    only: the on-policy loop (rounds > 1) runs in one plain Job (training_builders)."""
+    as the controller reads it). ``start`` numbers resumes, as for the plain Job. Not for
+    on-policy rounds (rounds > 1): each round trains in a plain Job (one node) for now."""
     spec = TrainingRunSpec.model_validate(run.get("spec") or {})
     given = spec.data.uri if spec.data is not None else None
     data_uri = str((run.get("status") or {}).get("dataUri") or given or "")

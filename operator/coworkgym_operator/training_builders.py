@@ -7,20 +7,19 @@ data and weights, runs ``cowork-gym train --config`` on the trainer's TrainConfi
 ``train_config``: the one place the trainer's settings are spelled) and reports through its
 log and termination message (training_pod.py says how).
 
-With ``spec.rounds`` > 1 the same one pod runs the whole on-policy loop (``cowork-gym
-train --rounds``: serve the checkpoint on 127.0.0.1, roll it out on the released packages in
-the pod, train on the round's groups, next round); docs/training.md says why one pod. The
-loop's bookkeeping (rounds.json, each round's status and rollouts) is mirrored to
-``<output>/loop/`` after each round and staged back first, so a new pod (a retry, a resume
-after suspend) goes on from the last finished round.
+With ``spec.rounds`` > 1 each on-policy round's training is the same Job, given a
+``RoundTraining``: it starts from the weights the round served, trains on the round's
+RolloutBatch output and checkpoints to ``checkpoints/round-<r>/`` (round_builders.py builds
+the round's server and RolloutBatch).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from .api.training import API_VERSION, TRAINING_KIND, RoundRollout, TrainingRunSpec
+from .api.training import API_VERSION, TRAINING_KIND, TrainingRunSpec
 from .batch_builders import child_name
 from .builders import (
     LABEL_EGRESS,
@@ -35,7 +34,8 @@ from .training_settings import TrainingSettings
 
 Manifest = dict[str, Any]
 LABEL_TRAINING = "coworkgym.dev/trainingrun"
-LABEL_STEP = "coworkgym.dev/step"  # check-data, train
+LABEL_STEP = "coworkgym.dev/step"  # check-data, train, serve (an on-policy round's server)
+LABEL_ROUND = "coworkgym.dev/round"  # an on-policy round's children: the round, from 0
 TRAIN_CONTAINER = "train"
 EXIT_NO_RETRY = 3  # training_pod.EXIT_NO_RETRY: NaN loss; the Job fails without a retry
 PYTHON_MINOR = "3.12"
@@ -44,6 +44,33 @@ PYTHON_MINOR = "3.12"
 def train_job_name(run: str, start: int) -> str:
     """One Job per start: a resumed run gets a fresh Job (the old one may still be going)."""
     return child_name(run, f"train-{start}")
+
+
+def round_suffix(what: str, index: int, attempt: int = 1) -> str:
+    """``<what>-r<r>``, then ``-<attempt>`` from the round's second attempt on (a resume
+    after suspend: the first attempt's objects may still be going)."""
+    return f"{what}-r{index}" + (f"-{attempt}" if attempt > 1 else "")
+
+
+def round_train_job_name(run: str, index: int, attempt: int = 1) -> str:
+    return child_name(run, round_suffix("train", index, attempt))
+
+
+def round_folder(output: str, index: int) -> str:
+    """``<output>/rounds/round-<r>``: the round's rollouts and its training's logs."""
+    return f"{output.rstrip('/')}/rounds/round-{index:03d}"
+
+
+@dataclass(frozen=True)
+class RoundTraining:
+    """What one on-policy round trains: from ``model`` (the weights the round served:
+    spec.model in round 0, else the last trained round's checkpoint), on ``data_uri``
+    (the round's RolloutBatch output), checkpointing to checkpoints/round-<index>/."""
+
+    index: int
+    model: str
+    data_uri: str
+    attempt: int = 1
 
 
 def check_job_name(run: str) -> str:
@@ -68,22 +95,13 @@ def data_uri_of_batch(output_uri: str, trajectories: str) -> str:
 # Where the pod stages what it reads, and where the trainer's run folder is (an emptyDir).
 WORK = "/tmp/train"
 CONFIG_FILE = f"{WORK}/config.json"
-PACKAGES = f"{WORK}/packages"  # a staged manifest of the rounds' packages
-LOOP = "loop"  # <output>/loop/: the on-policy loop's bookkeeping, for a resume
-# The rollouts of an on-policy round run their commands as plain subprocesses in the
-# training container, as a RolloutBatch's agent container does (coworkgym.rollout.pod):
-# bubblewrap would need user namespaces, which the hardened pod (non-root, no
-# capabilities, RuntimeDefault seccomp) does not allow. Unlike a RolloutBatch, whose agent,
-# user and verifier are separate pods, nothing then keeps the agent's commands from the
-# verifier's files or the pod's environment (docs/training.md says so).
-ROLLOUT_SANDBOX = "direct"
 
 
-def train_config(spec: TrainingRunSpec) -> Manifest:
+def train_config(spec: TrainingRunSpec, round_training: RoundTraining | None = None) -> Manifest:
     """The trainer's TrainConfig (coworkgym_training.trainer.config, its JSON form) for the
-    run. ``model``, ``teacher_model`` and ``data`` name the pod's local copies (the pod
-    stages s3:// ones there first); ``max_steps`` is None when the run gives epochs (the pod
-    counts the trajectories and fills it in)."""
+    run, or for one of its on-policy rounds. ``model``, ``teacher_model`` and ``data`` name
+    the pod's local copies (the pod stages s3:// ones there first); ``max_steps`` is None
+    when the run gives epochs (the pod counts the trajectories and fills it in)."""
     hp, res = spec.hyperparameters, spec.resources
     grpo: Manifest = {}
     if hp.clip_epsilon is not None:
@@ -95,12 +113,16 @@ def train_config(spec: TrainingRunSpec) -> Manifest:
         options["grpo"] = grpo
     if hp.top_k is not None:
         options["opd"] = {"top_k": hp.top_k}
+    checkpoint = f"{spec.output.uri.rstrip('/')}/checkpoints"
+    if round_training is not None:  # the trainer resumes from the round's own checkpoints
+        checkpoint += f"/round-{round_training.index:03d}"
+    model = round_training.model if round_training is not None else spec.model
     config: Manifest = {
         "objective": spec.objective,
-        "model": _local(spec.model, "model"),
-        "data": [f"{WORK}/data"] if spec.rounds == 1 else [],
+        "model": _local(model, "model"),
+        "data": [f"{WORK}/data"],
         "out": f"{WORK}/out",
-        "checkpoint": f"{spec.output.uri.rstrip('/')}/checkpoints",
+        "checkpoint": checkpoint,
         "hyperparameters": {
             "learning_rate": hp.learning_rate,
             "warmup_steps": hp.warmup_steps,
@@ -132,75 +154,35 @@ def train_plan(
     spec: TrainingRunSpec,
     data_uri: str,
     settings: TrainingSettings,
-    packages: list[str] | None = None,
+    round_training: RoundTraining | None = None,
 ) -> Manifest:
     """What the pod's reporter does (training_pod.train): stage ``stage`` (s3:// URI →
     local folder), write ``config`` to CONFIG_FILE, run ``argv``, then copy the run's
-    config, metrics log and status to ``output``.
-
-    With rounds > 1, ``data_uri`` is the s3:// manifest of spec.rollout.environments
-    (staged into PACKAGES) or empty, and ``packages`` the released packages' s3:// URIs
-    the controller resolved from names or a selector; ``rounds`` tells the reporter to
-    stage the loop's bookkeeping back, follow the rounds and mirror them to ``loop``, and
-    (with epochs instead of maxSteps) how many rollouts a round makes: ``packages`` ×
-    ``samples`` (a manifest's packages are counted once it is staged)."""
+    config, metrics log and status to ``output`` (an on-policy round's: its round folder's
+    train/). The weights staged are the round's when ``round_training`` is given."""
     output = spec.output.uri.rstrip("/")
-    stage: dict[str, str] = {}
-    if spec.rounds == 1:
-        stage[f"{WORK}/data"] = data_uri
-    for location, name in ((spec.model, "model"), (spec.teacher, "teacher")):
+    model = spec.model
+    if round_training is not None:
+        output = f"{round_folder(output, round_training.index)}/train"
+        model = round_training.model
+    stage: dict[str, str] = {f"{WORK}/data": data_uri}
+    for location, name in ((model, "model"), (spec.teacher, "teacher")):
         if location and location.startswith("s3://"):
             stage[f"{WORK}/{name}"] = location
     keep = spec.selection.keep if spec.selection.method != "none" else 1.0
-    argv = [*_cli(settings), "train", "--config", CONFIG_FILE]
-    plan: Manifest = {
-        "config": train_config(spec),
+    return {
+        "config": train_config(spec, round_training),
         "configFile": CONFIG_FILE,
         "stage": stage,
         "epochs": spec.hyperparameters.epochs,
         "keep": keep,
         "output": output,
+        "argv": [*cli(settings), "train", "--config", CONFIG_FILE],
     }
-    if spec.rounds > 1:
-        assert spec.rollout is not None  # the spec's validator
-        inputs = list(packages or [])
-        if data_uri:  # a manifest: the pod reads its records' locations
-            stage[PACKAGES] = data_uri
-            inputs = [f"{PACKAGES}/{data_uri.rstrip('/').rsplit('/', 1)[-1]}"]
-        argv += ["--rounds", str(spec.rounds)]
-        for item in inputs:
-            argv += ["--packages", item]
-        options = {**rollout_options(spec.rollout), "sandbox": ROLLOUT_SANDBOX}
-        argv += ["--rollout-options", json.dumps(options, separators=(",", ":"))]
-        plan["rounds"] = {
-            "rounds": spec.rounds,
-            "samples": spec.rollout.samples_per_environment,
-            "packages": len(packages) if packages and not data_uri else None,
-            "manifest": inputs[0] if data_uri else None,
-            "loop": f"{output}/{LOOP}",
-        }
-    plan["argv"] = argv
-    return plan
 
 
-def rollout_options(rollout: RoundRollout) -> Manifest:
-    """spec.rollout as the trainer's RolloutSettings (coworkgym_training.trainer.rounds);
-    unset sampling fields stay the trainer's defaults."""
-    sampling = rollout.sampling
-    options: Manifest = {
-        "harness": rollout.harness,
-        "samples": rollout.samples_per_environment,
-        "max_steps": sampling.max_steps,
-        "temperature": sampling.temperature,
-    }
-    if sampling.max_tokens is not None:
-        options["max_tokens"] = sampling.max_tokens
-    if sampling.seed is not None:
-        options["seed"] = sampling.seed
-    return options
-
-
-def _cli(settings: TrainingSettings) -> list[str]:
+def cli(settings: TrainingSettings) -> list[str]:
+    """How a pod runs ``cowork-gym``."""
     if settings.host_checkout:  # the venv's console script names a host interpreter
         return ["python", "-c", "import sys; from coworkgym.cli import main; sys.exit(main())"]
     return ["cowork-gym"]
@@ -255,12 +237,16 @@ def training_pod_spec(
     settings: TrainingSettings,
     containers: list[Manifest],
     extra_volumes: list[Manifest],
+    *,
+    shm: bool = True,
 ) -> Manifest:
     """A training pod: the sandbox pod's hardening (non-root, no API token, no service
-    links), on the training nodes (GPU node selector, tolerations, runtime class)."""
+    links), on the training nodes (GPU node selector, tolerations, runtime class).
+    ``shm``: a memory /dev/shm (data loaders, NCCL); a checkpoint server needs none."""
+    memory_shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
     volumes = [
         {"name": "tmp", "emptyDir": {"sizeLimit": "20Gi"}},
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+        *([memory_shm] if shm else []),
         *extra_volumes,
     ]
     pod = sandbox_pod(
@@ -285,7 +271,7 @@ def train_container(
     data_uri: str,
     settings: TrainingSettings,
     workers: int,
-    packages: list[str] | None = None,
+    round_training: RoundTraining | None = None,
 ) -> Manifest:
     """The container that runs the trainer under training_pod's reporter."""
     env, env_from = store_env(settings)
@@ -298,7 +284,7 @@ def train_container(
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-            pod_input(train_plan(spec, data_uri, settings, packages)),
+            pod_input(train_plan(spec, data_uri, settings, round_training)),
             *env,
             *([pythonpath] if pythonpath else []),
         ],
@@ -322,21 +308,26 @@ def training_job(
     data_uri: str,
     start: int,
     settings: TrainingSettings,
-    packages: list[str] | None = None,
+    round_training: RoundTraining | None = None,
 ) -> Manifest:
-    """The plain Job: one pod on one node running every worker (Ray Train on a local Ray),
-    and with rounds > 1 the whole on-policy loop. backoffLimit and activeDeadlineSeconds
-    are the run's; a NaN loss (exit 3) fails the Job at once through its podFailurePolicy
-    instead of being retried."""
+    """The plain Job: one pod on one node running every worker (Ray Train on a local Ray);
+    with ``round_training``, an on-policy round's (named for the round and its attempt,
+    not ``start``). backoffLimit and activeDeadlineSeconds are the run's; a NaN loss (exit
+    3) fails the Job at once through its podFailurePolicy instead of being retried."""
     name = run["metadata"]["name"]
+    step_labels = {LABEL_STEP: "train"}
+    job_name = train_job_name(name, start)
+    if round_training is not None:
+        step_labels[LABEL_ROUND] = str(round_training.index)
+        job_name = round_train_job_name(name, round_training.index, round_training.attempt)
     labels = {
         **inherited(run["metadata"].get("labels")),
         LABEL_TRAINING: name,
-        LABEL_STEP: "train",
+        **step_labels,
         LABEL_EGRESS: "object-store",
     }
     volumes, _, _ = host_checkout(settings)
-    container = train_container(spec, data_uri, settings, spec.resources.workers, packages)
+    container = train_container(spec, data_uri, settings, spec.resources.workers, round_training)
     pod = training_pod_spec(settings, [container], volumes)
     job_spec: Manifest = {
         "backoffLimit": spec.backoff_limit,
@@ -360,7 +351,7 @@ def training_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(run, train_job_name(name, start), **{LABEL_STEP: "train"}),
+        "metadata": metadata(run, job_name, **step_labels),
         "spec": job_spec,
     }
 
@@ -428,12 +419,16 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
 
 
 __all__ = [
+    "LABEL_ROUND",
     "LABEL_STEP",
     "LABEL_TRAINING",
+    "RoundTraining",
     "check_data_job",
     "check_job_name",
+    "cli",
     "data_uri_of_batch",
-    "rollout_options",
+    "round_folder",
+    "round_train_job_name",
     "train_config",
     "train_job_name",
     "train_plan",

@@ -23,15 +23,8 @@ the pod speaks through the two channels the kubelet keeps for it:
   ...}``, as the rollout pods do; printed too, as ``coworkgym-train-result {json}`` (a
   RayJob's driver has no termination message of its own: its submitter's log has it).
 
-**The on-policy loop** (``plan["rounds"]``, spec.rounds > 1): the same one child runs every
-round (``cowork-gym train --rounds``, coworkgym_training.trainer.rounds). Before it starts,
-the loop's bookkeeping is staged back from ``<output>/loop/`` (rounds.json, each round's
-rollouts and training status), so a new pod (a retry, a resume after suspend) skips the
-rounds that finished, and a round whose rollouts were all made trains without rolling out
-again. The reporter follows the round running now (OUT/round-NNN/train/), prints the
-round with each status line (``round`` counted from 1, ``rounds``; ``step`` and
-``totalSteps`` over the whole loop), and mirrors the bookkeeping to ``<output>/loop/`` when
-a round's rollouts are done and when the round ends.
+An on-policy round's training (spec.rounds > 1) is this same pod, staging the weights the
+round served and the round's RolloutBatch output (reconcile/training_rounds.py).
 
 A non-finite loss stops the trainer (its status.json says non_finite_loss; the checkpoints
 saved before it are kept, so the last good one is the latest) and the pod exits with
@@ -126,8 +119,6 @@ class Report:
     total_steps: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint: str | None = None
-    round: int | None = None  # the on-policy loop: the round running, from 1
-    rounds: int | None = None
 
     def fold_metrics(self, record: dict[str, Any]) -> None:
         if isinstance(record.get("step"), int):
@@ -154,8 +145,6 @@ class Report:
             out["totalSteps"] = self.total_steps
         if self.checkpoint is not None:
             out["checkpoint"] = self.checkpoint
-        if self.round is not None and self.rounds is not None:
-            out["round"], out["rounds"] = self.round, self.rounds
         return out
 
 
@@ -212,123 +201,15 @@ def status_line(report: Report) -> str:
     return STATUS_PREFIX + json.dumps(report.wire(), separators=(",", ":"), allow_nan=False)
 
 
-# ---- the on-policy loop ----------------------------------------------------------------------
-ROUNDS_FILE = "rounds.json"  # coworkgym_training.trainer.rounds.ROUNDS
-
-
-def round_folder(out: Path, index: int) -> Path:
-    """The loop's folder of round ``index`` (counted from 0, as the trainer names it)."""
-    return out / f"round-{index:03d}"
-
-
-def round_rollouts(rounds: dict[str, Any]) -> int:
-    """The rollouts one round makes: packages × samples (a staged manifest's records
-    counted)."""
-    packages = rounds.get("packages")
-    if not isinstance(packages, int):
-        manifest = Path(str(rounds.get("manifest") or ""))
-        packages = count_trajectories(manifest) if manifest.is_file() else 1
-    return max(1, packages) * int(rounds.get("samples") or 1)
-
-
-class LoopFollower:
-    """Follows ``cowork-gym train --rounds`` in its folder: the round running is the
-    highest round-NNN/ there (or the one after the last rounds.json records); its
-    train/metrics.jsonl and train/status.json give the step within the round, counted on
-    from ``steps_per_round`` × the rounds before it. ``poll`` says whether a mark was
-    passed that is worth mirroring: a round's rollouts done (its training started) or a
-    round recorded in rounds.json."""
-
-    def __init__(self, out: Path, rounds: int, steps_per_round: int) -> None:
-        self.out = out
-        self.rounds = rounds
-        self.steps_per_round = steps_per_round
-        self.report = Report(total_steps=rounds * steps_per_round, round=1, rounds=rounds)
-        self.followers: dict[int, MetricsFollower] = {}
-        self.marks: set[tuple[int, str]] = set()
-
-    def recorded(self) -> int:
-        """Rounds that rounds.json records as ended (trained, skipped or failed)."""
-        records = (read_json(self.out / ROUNDS_FILE) or {}).get("rounds")
-        return len(records) if isinstance(records, list) else 0
-
-    def current(self) -> int:
-        started = [
-            int(p.name.removeprefix("round-"))
-            for p in self.out.glob("round-[0-9][0-9][0-9]")
-            if p.is_dir()
-        ]
-        index = max([*started, min(self.recorded(), self.rounds - 1), 0])
-        return min(index, self.rounds - 1)
-
-    def poll(self) -> bool:
-        index = self.current()
-        report = self.report
-        report.round = index + 1
-        offset = index * self.steps_per_round
-        train = round_folder(self.out, index) / "train"
-        follower = self.followers.setdefault(index, MetricsFollower(train / "metrics.jsonl"))
-        for record in follower.new_records():
-            if isinstance(record.get("step"), int):
-                record = {**record, "step": offset + record["step"]}
-            record.pop("max_steps", None)  # the round's; the loop's total stands
-            report.fold_metrics(record)
-        status = read_json(train / "status.json") or {}
-        if isinstance(status.get("step"), int):
-            report.step = max(report.step, offset + status["step"])
-        loop_status = read_json(self.out / "status.json") or {}
-        for source in (loop_status, status):  # the round running has the newest one
-            if isinstance(source.get("checkpoint"), str) and source["checkpoint"]:
-                report.checkpoint = source["checkpoint"]
-        marks = {(i, "recorded") for i in range(self.recorded())}
-        if train.is_dir():
-            marks.add((index, "rolled-out"))
-        new = marks - self.marks
-        self.marks |= marks
-        return bool(new)
-
-    def settled(self, everything: bool) -> list[Path]:
-        """The loop's files that are whole now: rounds.json and the loop's status and
-        metrics; each recorded round's rollouts and training status, config and metrics;
-        the rollouts of the round training now. Never a served model or Ray's files."""
-        out = self.out
-        names = (ROUNDS_FILE, "rounds-config.json", "status.json", "metrics.jsonl")
-        files = [out / n for n in names]
-        recorded = self.recorded()
-        for folder in sorted(out.glob("round-[0-9][0-9][0-9]")):
-            index = int(folder.name.removeprefix("round-"))
-            train = folder / "train"
-            if index < recorded or everything or train.is_dir():
-                files += [p for p in sorted((folder / "rollouts").rglob("*")) if p.is_file()]
-            if index < recorded or everything:
-                files += [train / n for n in ("config.json", "status.json", "metrics.jsonl")]
-        return [p for p in files if p.is_file()]
-
-
-def stage_loop(uri: str, out: Path, client: Any) -> int:
-    """The loop's bookkeeping from ``<output>/loop/`` into its folder (0 files: a first
-    start)."""
-    try:
-        return stage(uri, out, client)
-    except FileNotFoundError:
-        return 0
-
-
-def mirror_loop(out: Path, uri: str, client: Any, files: list[Path]) -> int:
-    """Upload ``files`` (under ``out``) to the same paths under ``uri``; returns how many."""
-    from coworkgym.release import split_s3_uri
-
-    bucket, prefix = split_s3_uri(uri)
-    for path in files:
-        relative = path.relative_to(out).as_posix()
-        client.upload_file(str(path), bucket, f"{prefix}/{relative}" if prefix else relative)
-    return len(files)
-
-
 # ---- staging and uploading ---------------------------------------------------------------
-def stage(uri: str, dest: Path, client: Any) -> int:
-    """Download an s3:// object (``.jsonl``) or every object under a prefix into ``dest``;
-    returns how many files."""
+# What a checkpoint holds beyond the weights (trainer/checkpoint.py): the optimizer's state,
+# about twice the weights, which a round that starts from the checkpoint never reads.
+NOT_WEIGHTS = ("trainer_state.pt",)
+
+
+def stage(uri: str, dest: Path, client: Any, skip: tuple[str, ...] = ()) -> int:
+    """Download an s3:// object (``.jsonl``) or every object under a prefix into ``dest``
+    (but those named in ``skip``); returns how many files."""
     from coworkgym.release import split_s3_uri
 
     bucket, key = split_s3_uri(uri)
@@ -341,7 +222,7 @@ def stage(uri: str, dest: Path, client: Any) -> int:
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{key}/" if key else ""):
         for item in page.get("Contents", []):
             relative = item["Key"][len(key) + 1 :] if key else item["Key"]
-            if not relative or relative.endswith("/"):
+            if not relative or relative.endswith("/") or Path(relative).name in skip:
                 continue
             target = dest / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -393,26 +274,19 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     config = dict(plan.get("config") or {})
     staged = plan.get("stage") or {}
     client = _s3() if staged else None
+    weights = {str(config.get("model")), str(config.get("teacher_model"))}
     for local, uri in staged.items():
-        files = stage(str(uri), Path(local), client)
+        skip = NOT_WEIGHTS if local in weights else ()
+        files = stage(str(uri), Path(local), client, skip)
         print(f"staged {uri} -> {local} ({files} file(s))", flush=True)
-    rounds = plan.get("rounds")
-    if isinstance(rounds, dict) and rounds.get("loop"):
-        out = Path(str(config.get("out") or "/tmp/train/out"))
-        files = stage_loop(str(rounds["loop"]), out, client or _s3())
-        print(f"staged {files} file(s) of the loop's bookkeeping from {rounds['loop']}", flush=True)
     if config.get("max_steps") is None:
-        if isinstance(rounds, dict):  # each round trains on its own rollouts
-            trajectories = round_rollouts(rounds)
-        else:
-            data = Path(str((config.get("data") or ["/tmp/train/data"])[0]))
-            trajectories = count_trajectories(data)
+        data = Path(str((config.get("data") or ["/tmp/train/data"])[0]))
+        trajectories = count_trajectories(data)
         batch = int((config.get("hyperparameters") or {}).get("batch_size") or 8)
         config["max_steps"] = steps_for(
             trajectories, float(plan.get("keep") or 1.0), int(plan.get("epochs") or 1), batch
         )
-        each = " each round" if isinstance(rounds, dict) else ""
-        print(f"{trajectories} trajectories{each}: max_steps {config['max_steps']}", flush=True)
+        print(f"{trajectories} trajectories: max_steps {config['max_steps']}", flush=True)
     target = Path(str(plan.get("configFile") or "/tmp/train/config.json"))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -432,26 +306,15 @@ def train() -> int:
         error = f"staging the inputs failed: {type(exc).__name__}: {exc}"
         return _finish({"ok": False, "reason": "TrainerFailed", "error": error}, 1)
     out = Path(str(config.get("out") or "/tmp/train/out"))
-    rounds = plan.get("rounds")
-    loop: LoopFollower | None = None
-    if isinstance(rounds, dict):
-        loop = LoopFollower(out, int(rounds["rounds"]), int(config["max_steps"]))
-        report = loop.report
-    else:
-        report = Report(total_steps=config.get("max_steps"))
+    report = Report(total_steps=config.get("max_steps"))
     follower = MetricsFollower(out / "metrics.jsonl")
     child = subprocess.Popen(argv)
     last = ""
     while True:
         code = child.poll()
-        if loop is None:
-            for record in follower.new_records():
-                report.fold_metrics(record)
-            report.fold_status(read_json(out / "status.json") or {})
-        else:
-            changed = loop.poll()
-            if changed and isinstance(rounds, dict):
-                _mirror(loop, str(rounds.get("loop") or ""))
+        for record in follower.new_records():
+            report.fold_metrics(record)
+        report.fold_status(read_json(out / "status.json") or {})
         line = status_line(report)
         if line != last:
             print(line, flush=True)
@@ -459,21 +322,7 @@ def train() -> int:
         if code is not None:
             break
         time.sleep(POLL_SECONDS)
-    if loop is not None and isinstance(rounds, dict):
-        loop.poll()
-        _mirror(loop, str(rounds.get("loop") or ""), everything=True)
     return _ended(plan, out, report, code)
-
-
-def _mirror(loop: LoopFollower, uri: str, everything: bool = False) -> None:
-    if not uri:
-        return
-    try:
-        sent = mirror_loop(loop.out, uri, _s3(), loop.settled(everything))
-    except Exception as exc:  # the next mark (or the end) tries again; the round goes on
-        print(f"warning: could not mirror the loop to {uri}: {exc}", flush=True)
-        return
-    print(f"mirrored {sent} file(s) of the loop to {uri}", flush=True)
 
 
 def _ended(plan: dict[str, Any], out: Path, report: Report, code: int) -> int:

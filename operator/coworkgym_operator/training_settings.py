@@ -41,6 +41,15 @@ class TrainingSettings:
     stall_seconds: float = 1800.0
     # How often (seconds) the controller reads a running training pod's log for progress.
     progress_interval_seconds: float = 10.0
+    # Who may reach an on-policy round's checkpoint server (its NetworkPolicy): the LLM
+    # gateway's pods (the operator's gateway labels and port), which carry the rollouts'
+    # model traffic, in gateway_namespace ("" = the run's own namespace); and the operator's
+    # own pods (operator_labels in operator_namespace), whose RolloutBatch controller probes
+    # the endpoint before the first rollout. No operator_labels: the operator runs outside
+    # the cluster, and its probe comes from the node, which NetworkPolicies let through.
+    gateway_namespace: str = ""
+    operator_labels: dict[str, str] = field(default_factory=dict)
+    operator_namespace: str = ""
     # TEST-BED SHORTCUT, never on a real cluster: a host folder (a checkout whose .venv has
     # the training extra) mounted read-only into the pod at the same path and put on
     # PYTHONPATH, so the python-base image trains without a ~6 GB torch image. "" = off.
@@ -63,6 +72,9 @@ class TrainingSettings:
             ttl_seconds_after_finished=int(
                 env.get("COWORKGYM_TRAINING_TTL_SECONDS", cls.ttl_seconds_after_finished)
             ),
+            gateway_namespace=env.get("COWORKGYM_GATEWAY_NAMESPACE", ""),
+            operator_labels=_labels(env.get("COWORKGYM_OPERATOR_SELECTOR", "")),
+            operator_namespace=env.get("COWORKGYM_OPERATOR_NAMESPACE", ""),
             host_checkout=env.get("COWORKGYM_TRAINING_HOST_CHECKOUT", ""),
         )
 
@@ -78,6 +90,14 @@ def _json(env: os._Environ[str], name: str, default: Any) -> Any:
     if not isinstance(value, type(default)):
         raise ValueError(f"{name}: expected a JSON {type(default).__name__}, got {raw!r}")
     return value
+
+
+def _labels(selector: str) -> dict[str, str]:
+    """a=1,b=2 (the chart's selectorString) as a matchLabels map."""
+    pairs = [pair.split("=", 1) for pair in selector.split(",") if pair.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"COWORKGYM_OPERATOR_SELECTOR={selector!r}: expected key=value,...")
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def _ray_mode(value: str) -> RayMode:

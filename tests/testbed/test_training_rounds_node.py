@@ -1,20 +1,30 @@
-"""An on-policy TrainingRun (rounds: 2) in a real pod on the test-bed's node: two packages
-published to S3 behind CoworkEnvironments marked Released → the operator resolves them
-(DataReady EnvironmentsResolved, status.environments) → one training Job whose pod runs
-`cowork-gym train --rounds 2`: each round serves the current checkpoint on 127.0.0.1,
-rolls it out on both packages with the tool-calling harness, trains OPD on the round's
-rollouts (a tiny random student and teacher), saves checkpoints/round-NNN/ in S3, and the
-next round serves that → Succeeded, the round in the progress, the loop's bookkeeping
-mirrored to <output>/loop/. The learning signal does not matter; every hand-off does.
+"""An on-policy TrainingRun (rounds: 2) on the test-bed's node, driven by the operator round
+by round: two packages published to S3 behind CoworkEnvironments marked Released → the
+operator resolves them (DataReady EnvironmentsResolved) → per round r: a Deployment and
+Service tiny-rounds-serve-r<r> serve the current checkpoint (`cowork-gym serve-checkpoint`;
+spec.model, a tiny random student, in round 0) → a RolloutBatch tiny-rounds-rollouts-r<r>
+rolls it out (tool-calling, rollout pods → the LLM gateway → the Service's address) → the
+server is deleted and a Job tiny-rounds-train-r<r> trains OPD (a tiny random teacher) on
+the batch's trajectories from the served weights, saving checkpoints/round-<r>/ in S3 →
+round 1 serves round 0's checkpoint → Succeeded. The learning signal does not matter; every
+hand-off does.
 
-Operator, image and shortcuts as in test_training_run_node.py (the role image with the
-host checkout and its .venv mounted read-only; the plain Job)."""
+The operator runs beside the test-bed (as in test_training_run_node.py: the role image with
+the host checkout and its .venv mounted read-only, the plain Job), with the LLM gateway as a
+pod on the node (as in test_rollout_batch_node.py). Its RolloutBatch controller probes each
+round's endpoint from the host: the endpoint is the Service's cluster IP, which the node's
+kube-proxy routes for the host too."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +33,33 @@ import pytest
 pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("ray", reason="needs the training extra: make install-training")
 
+from kubernetes import client
+
 from coworkgym.release import S3Publisher
+from coworkgym.rollout.trajectory import parse_line
+from coworkgym_testbed import images
 from coworkgym_testbed.testbed import Testbed
 from tests.support.builders import good_package
 from tests.support.kube import Cluster, manifest
+from tests.testbed.test_node import operator_env
+from tests.testbed.test_rollout_batch_node import pod, running_ip
 from tests.testbed.test_training_run_node import (  # noqa: F401 - fixtures
+    ROOT,
     get_run,
-    operator,
     training_ns,
     upload_folder,
 )
 from tests.training.trainer_runs import workspace
 
-# the loop's own deadline (LOOP_TIMEOUT) and the set-up before it, not the suite's 600 s
+# the rounds' deadline (LOOP_TIMEOUT) and the set-up before it, not the suite's 600 s
 # default: on a loaded machine the set-up alone took 10 min
-pytestmark = [pytest.mark.testbed, pytest.mark.node, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.testbed, pytest.mark.node, pytest.mark.slow, pytest.mark.timeout(2700)]
+RUN = "tiny-rounds"
 ROUNDS = 2
 STEPS = 2  # per round
 SAMPLES = 2  # per environment and round
-LOOP_TIMEOUT = 1500.0  # two rounds of serve, 4 rollouts and 2 steps on one CPU
+LOOP_TIMEOUT = 1800.0  # per round: a server, 4 rollouts two at a time, 2 steps, on 2 CPUs
+SIGNING_KEY = "rounds-e2e-signing-key"
 
 
 @pytest.fixture
@@ -62,11 +80,80 @@ def released(testbed_env: Testbed, training_ns: str, cluster: Cluster) -> list[s
     return names
 
 
-def test_two_on_policy_rounds_serve_roll_out_and_train_in_one_pod(
+@pytest.fixture
+def gateway(testbed_env: Testbed, training_ns: str, cluster: Cluster) -> str:  # noqa: F811
+    """The LLM gateway as a pod on the node (labelled as the operator's default gateway
+    selector, which the servers' NetworkPolicy admits); its base URL by address."""
+    testbed_env.kubectl(
+        "create", "secret", "generic", "gateway-signing", "-n", training_ns,
+        f"--from-literal=key={SIGNING_KEY}",
+    )  # fmt: skip
+    cluster.apply(
+        pod(
+            "gateway", training_ns, {"app": "llm-gateway"},
+            ["python", "-m", "coworkgym.llm.serve"],
+            env=[{"name": "COWORKGYM_GATEWAY_PORT", "value": "8000"},
+                 {"name": "COWORKGYM_GATEWAY_SIGNING_KEY_FILE", "value": "/signing/key"}],
+            volumeMounts=[{"name": "signing", "mountPath": "/signing", "readOnly": True}],
+            pod={"volumes": [{"name": "signing", "secret": {"secretName": "gateway-signing"}}]},
+        )
+    )  # fmt: skip
+    return f"http://{running_ip(cluster, 'gateway')}:8000/v1"
+
+
+@pytest.fixture
+def operator(
+    testbed_env: Testbed,
+    training_ns: str,  # noqa: F811
+    gateway: str,
+    tmp_path: Path,
+) -> Iterator[Path]:
+    """`python -m coworkgym_operator` for the namespace: the training settings of
+    test_training_run_node.py (a server or a training pod gets 1 CPU, never both at once:
+    a round's server is deleted before its training starts) and the gateway; two rollout
+    pods of 400m beside the server."""
+    env = os.environ | testbed_env.env() | operator_env(testbed_env) | {
+        "COWORKGYM_TRAINING_IMAGE": images.ROLE_IMAGE,
+        "COWORKGYM_TRAINING_HOST_CHECKOUT": str(ROOT),
+        "COWORKGYM_TRAINING_RAY": "off",
+        "COWORKGYM_TRAINING_CPU": "1",
+        "COWORKGYM_TRAINING_MEMORY": "3Gi",
+        "COWORKGYM_TRAINING_SHM_SIZE": "512Mi",
+        "COWORKGYM_GATEWAY_URL": gateway,
+        "COWORKGYM_GATEWAY_SIGNING_KEY": SIGNING_KEY,
+        "COWORKGYM_BATCH_VOLUME_SIZE": "1Gi",
+        "COWORKGYM_SANDBOX_DEFAULTS": json.dumps({"resources": {"cpu": "400m", "memory": "1Gi"}}),
+    }  # fmt: skip
+    log = tmp_path / "operator.log"
+    argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", training_ns]
+    with log.open("wb") as out:
+        p = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    yield log
+    # the runs (and the batches they own) go while the operator runs, so their finalizers
+    # are handled (the namespace would otherwise stay Terminating)
+    for kind in ("tr", "rb"):
+        testbed_env.kubectl("delete", kind, "--all", "-n", training_ns, "--wait=true",
+                            "--timeout=60s", check=False)  # fmt: skip
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def get_batch(cluster: Cluster, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
+        "coworkgym.dev", "v1alpha1", cluster.ns, "rolloutbatches", name
+    )
+    return got
+
+
+def test_two_on_policy_rounds_each_serve_roll_out_and_train(
     testbed_env: Testbed,
     cluster: Cluster,
     released: list[str],
-    operator: Path,  # noqa: F811
+    operator: Path,
     tmp_path: Path,
 ) -> None:
     tb = testbed_env
@@ -76,59 +163,103 @@ def test_two_on_policy_rounds_serve_roll_out_and_train_in_one_pod(
     root = workspace(tmp_path / "inputs")  # a tiny random Llama student and teacher
     upload_folder(s3, root / "model", bucket, f"{prefix}/model")
     upload_folder(s3, root / "teacher", bucket, f"{prefix}/teacher")
+    model = f"s3://{bucket}/{prefix}/model"
+    run_uri = f"s3://{bucket}/{prefix}/run"
     run = {
         "apiVersion": "coworkgym.dev/v1alpha1",
         "kind": "TrainingRun",
-        "metadata": {"name": "tiny-rounds"},
+        "metadata": {"name": RUN},
         "spec": {
             "objective": "opd",
-            "model": f"s3://{bucket}/{prefix}/model",
+            "model": model,
             "teacher": f"s3://{bucket}/{prefix}/teacher",
             "rounds": ROUNDS,
             "rollout": {
                 "environments": {"names": released},
                 "samplesPerEnvironment": SAMPLES,
+                "concurrency": 2,
+                # a random model's rollouts end on the step budget, which the batch's
+                # filter drops: train on every trajectory
+                "trajectories": "all",
                 "sampling": {"maxSteps": 2, "maxTokens": 12, "temperature": 1.0, "seed": 0},
             },
             "hyperparameters": {"maxSteps": STEPS, "batchSize": 2, "learningRate": 1e-2,
                                 "checkpointEvery": STEPS},
-            "output": {"uri": f"s3://{bucket}/{prefix}/run"},
-            "activeDeadlineSeconds": 3000,
+            "output": {"uri": run_uri},
+            "activeDeadlineSeconds": 1800,
         },
     }  # fmt: skip
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
     started = time.monotonic()
     tb.kubectl("apply", "-n", cluster.ns, "-f", str(path))
-    rounds_seen: set[tuple[int, int]] = set()
+    apps = client.AppsV1Api(cluster.core)
+    servers: dict[str, dict[str, Any]] = {}  # each round's Deployment, as seen while it ran
+    summaries: list[str] = []
 
     def ended() -> dict[str, Any] | None:
-        status = get_run(cluster, "tiny-rounds").get("status") or {}
-        progress = status.get("progress") or {}
-        if progress.get("round") is not None:
-            rounds_seen.add((progress["round"], progress.get("rounds") or 0))
+        for deployment in apps.list_namespaced_deployment(
+            cluster.ns, label_selector=f"coworkgym.dev/trainingrun={RUN}"
+        ).items:
+            servers.setdefault(deployment.metadata.name, cluster.core.sanitize_for_serialization(
+                deployment))  # fmt: skip
+        status = get_run(cluster, RUN).get("status") or {}
+        summary = (status.get("progress") or {}).get("summary")
+        if summary and summary not in summaries:
+            summaries.append(summary)
         return status if status.get("phase") in ("Succeeded", "Failed") else None
 
     try:
-        status = cluster.wait(ended, timeout=LOOP_TIMEOUT, message="tiny-rounds finished")
+        status = cluster.wait(ended, timeout=LOOP_TIMEOUT, message=f"{RUN} finished")
     finally:
-        print(tb.kubectl("get", "pods", "-n", cluster.ns, "-o", "wide", check=False).stdout)
-        print(tb.kubectl("logs", "job/tiny-rounds-train-1", "-n", cluster.ns, "--tail=120",
-                         check=False).stdout)  # fmt: skip
-        print(operator.read_text()[-4000:])
+        print(tb.kubectl("get", "pods,jobs,deploy,svc,rb,networkpolicy", "-n", cluster.ns,
+                         "-o", "wide", check=False).stdout)  # fmt: skip
+        for r in range(ROUNDS):
+            for what in (f"deploy/{RUN}-serve-r{r}", f"job/{RUN}-train-r{r}"):
+                print(tb.kubectl("logs", what, "-n", cluster.ns, "--tail=40",
+                                 check=False).stdout)  # fmt: skip
+        print(operator.read_text()[-6000:])
     seconds = time.monotonic() - started
-    print(f"TrainingRun tiny-rounds: {status.get('phase')} in {seconds:.0f} s, {rounds_seen}")
+    print(f"TrainingRun {RUN}: {status.get('phase')} in {seconds:.0f} s; {summaries}")
     assert status["phase"] == "Succeeded", status.get("message")
     conds = {c["type"]: c for c in status["conditions"]}
     assert conds["DataReady"]["reason"] == "EnvironmentsResolved"
+    assert conds["Complete"]["reason"] == "Succeeded"
     assert [e["name"] for e in status["environments"]] == released
-    assert status["backend"] == "Job" and status["jobName"] == "tiny-rounds-train-1"
     total = ROUNDS * STEPS
-    assert status["progress"]["summary"] == f"round {ROUNDS}/{ROUNDS}, step {total}/{total}"
+    assert status["progress"]["summary"] == f"round {ROUNDS}/{ROUNDS} done, step {total}/{total}"
     assert status["message"].startswith(f"trained {ROUNDS} rounds, {total}/{total} steps")
-    assert (ROUNDS, ROUNDS) in rounds_seen
-    run_uri = f"s3://{bucket}/{prefix}/run"
-    assert status["checkpointUri"] == f"{run_uri}/checkpoints/round-001/step-{STEPS:06d}"
+    assert any(s.startswith(f"round 2/{ROUNDS} rolling out") for s in summaries), summaries
+    checkpoints = [f"{run_uri}/checkpoints/round-{r:03d}/step-{STEPS:06d}" for r in range(ROUNDS)]
+    assert status["checkpointUri"] == checkpoints[-1]
+
+    records = status["rounds"]
+    assert [r["step"] for r in records] == ["trained"] * ROUNDS
+    assert [r["served"] for r in records] == [model, checkpoints[0]]  # round 1 serves round 0's
+    for r, record in enumerate(records):
+        assert record["checkpointUri"] == checkpoints[r]
+        assert record["trajectories"] == len(released) * SAMPLES
+        assert record["jobName"] == f"{RUN}-train-r{r}"
+        # the round's server: a Deployment that served the round's weights, gone now
+        server = servers[f"{RUN}-serve-r{r}"]
+        (container,) = server["spec"]["template"]["spec"]["containers"]
+        assert container["command"][container["command"].index("serve-checkpoint") + 1] == (
+            record["served"])  # fmt: skip
+        assert server["metadata"]["ownerReferences"][0]["name"] == RUN
+        # the round's RolloutBatch completed against that server's Service
+        batch = get_batch(cluster, record["batch"])
+        assert record["batch"] == f"{RUN}-rollouts-r{r}"
+        assert batch["status"]["phase"] == "Succeeded", batch["status"].get("message")
+        (policy,) = batch["spec"]["policies"]
+        assert policy["baseUrl"] == record["endpoint"] and policy["model"] == f"{RUN}@round-{r}"
+        assert batch["status"]["counts"]["total"] == len(released) * SAMPLES
+        assert batch["metadata"]["ownerReferences"][0]["name"] == RUN
+        # the round's training Job succeeded
+        job = cluster.batch.read_namespaced_job(f"{RUN}-train-r{r}", cluster.ns)
+        assert job.status.succeeded == 1
+    assert not apps.list_namespaced_deployment(
+        cluster.ns, label_selector=f"coworkgym.dev/trainingrun={RUN}"
+    ).items  # every server was deleted once its round's rollouts were done
 
     keys = {
         o["Key"].removeprefix(f"{prefix}/run/")
@@ -136,29 +267,21 @@ def test_two_on_policy_rounds_serve_roll_out_and_train_in_one_pod(
     }
     for r in range(ROUNDS):
         assert f"checkpoints/round-{r:03d}/step-{STEPS:06d}/model.safetensors" in keys
-        assert f"loop/round-{r:03d}/rollouts/trajectories.jsonl" in keys
-        assert f"loop/round-{r:03d}/train/status.json" in keys
-    assert not [k for k in keys if "/model/" in k]  # served copies stay in the pod
-    assert {"status.json", "metrics.jsonl", "loop/rounds.json"} <= keys
+        assert f"checkpoints/round-{r:03d}/latest.json" in keys
+        assert f"rounds/round-{r:03d}/rollouts/trajectories.jsonl" in keys
+        assert f"rounds/round-{r:03d}/train/status.json" in keys
+        body = s3.get_object(
+            Bucket=bucket, Key=f"{prefix}/run/rounds/round-{r:03d}/rollouts/trajectories.jsonl"
+        )
+        lines = body["Body"].read().decode().splitlines()  # fmt: skip
+        trajectories = [parse_line(line, f"round {r}") for line in lines if line.strip()]
+        assert {t.policy.model for t in trajectories} == {f"{RUN}@round-{r}"}
+        # the served model's own tokens, recorded through the gateway
+        assert any(m.tokens is not None for t in trajectories for m in t.agent_messages())
 
-    def read(key: str) -> str:
-        body = s3.get_object(Bucket=bucket, Key=f"{prefix}/run/{key}")["Body"].read()
-        return str(body.decode())
-
-    records = json.loads(read("loop/rounds.json"))["rounds"]
-    assert [r["state"] for r in records] == ["trained"] * ROUNDS
-    first, second = records
-    # round 1 served the checkpoint round 0 saved, fetched from S3 into the pod
-    assert first["checkpoint"] == f"{run_uri}/checkpoints/round-000/step-{STEPS:06d}"
-    assert second["served"].endswith("round-000/model")
-    for r, record in enumerate(records):
-        assert record["trajectories"] == len(released) * SAMPLES
-        assert record["with_token_ids"] > 0  # the served model's own tokens were recorded
-        lines = read(f"loop/round-{r:03d}/rollouts/trajectories.jsonl").splitlines()
-        models = {json.loads(line)["policy"]["model"] for line in lines}
-        assert models == {f"model@round-{r}"}
-    steps = [json.loads(line) for line in read("metrics.jsonl").splitlines()]
-    assert [(s["round"], s["step"]) for s in steps] == [
-        (r, r * STEPS + i) for r in range(ROUNDS) for i in range(1, STEPS + 1)
-    ]
+    events = tb.kubectl("get", "events", "-n", cluster.ns,
+                        "--field-selector", f"involvedObject.name={RUN}").stdout  # fmt: skip
+    for reason in ("Serving", "RollingOut", "RolloutsDone", "TrainingStarted", "RoundTrained",
+                   "Succeeded"):  # fmt: skip
+        assert reason in events, (reason, events)
     s3.close()

@@ -1,11 +1,11 @@
 """The TrainingRun's children: the plain Job maps the run's lifecycle fields and the chart's
 GPU settings; the RayJob carries workers × GPUs and KubeRay's lifecycle fields; both are
 owned by the run and run as the sandbox user without an API token; the settings read
-the chart's variables and name a bad one."""
+the chart's variables and name a bad one. (An on-policy round's children:
+test_training_round_builders.py.)"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -120,65 +120,6 @@ def test_the_trainer_config_is_one_the_trainer_accepts() -> None:
     assert str(parsed.model) == "/models/tiny"  # a path in the image is used as it is
 
 
-def rounds_run_of(**rollout: Any) -> dict[str, Any]:
-    run = run_of(objective="grpo", rounds=3, resources={"workers": 1},
-                 hyperparameters={"maxSteps": 2},
-                 rollout={"environments": {"names": ["env-a", "env-b"]},
-                          "samplesPerEnvironment": 4,
-                          "sampling": {"maxSteps": 6, "temperature": 0.9, "maxTokens": 128},
-                          **rollout})  # fmt: skip
-    del run["spec"]["data"]
-    return run
-
-
-PACKAGES = ["s3://releases/env-a/pkg", "s3://releases/env-b/pkg"]
-
-
-def test_an_on_policy_run_plans_the_loop_on_the_resolved_packages() -> None:
-    run = rounds_run_of()
-    plan = train_plan(spec_of(run), "", TrainingSettings(), PACKAGES)
-    assert plan["stage"] == {"/tmp/train/model": "s3://models/tiny"}  # no data: rollouts
-    assert plan["config"]["data"] == [] and plan["config"]["max_steps"] == 2
-    argv = plan["argv"]
-    assert argv[:4] == ["cowork-gym", "train", "--config", "/tmp/train/config.json"]
-    assert argv[4:12] == ["--rounds", "3", "--packages", PACKAGES[0], "--packages", PACKAGES[1],
-                          "--rollout-options", argv[11]]  # fmt: skip
-    assert json.loads(argv[11]) == {"harness": "tool-calling", "samples": 4, "max_steps": 6,
-                                    "temperature": 0.9, "max_tokens": 128,
-                                    "sandbox": "direct"}  # fmt: skip
-    assert plan["rounds"] == {"rounds": 3, "samples": 4, "packages": 2, "manifest": None,
-                              "loop": "s3://runs/tiny/loop"}  # fmt: skip
-
-
-def test_an_on_policy_run_on_a_manifest_stages_it_for_the_loop() -> None:
-    run = rounds_run_of(environments={"manifestUri": "s3://synth/out/manifest.jsonl"})
-    plan = train_plan(spec_of(run), "s3://synth/out/manifest.jsonl", TrainingSettings())
-    assert plan["stage"]["/tmp/train/packages"] == "s3://synth/out/manifest.jsonl"
-    argv = plan["argv"]
-    assert argv[argv.index("--packages") + 1] == "/tmp/train/packages/manifest.jsonl"
-    assert argv.count("--packages") == 1
-    assert plan["rounds"]["manifest"] == "/tmp/train/packages/manifest.jsonl"
-    assert plan["rounds"]["packages"] is None  # counted by the pod once staged
-
-
-def test_the_loops_argv_is_one_the_trainer_accepts() -> None:
-    rounds = pytest.importorskip("coworkgym_training.trainer.rounds")
-    run = rounds_run_of()
-    run["spec"]["model"] = "/models/tiny"
-    plan = train_plan(spec_of(run), "", TrainingSettings(), PACKAGES)
-    argv = plan["argv"]
-    config = rounds.RoundsConfig.model_validate(
-        {
-            "train": plan["config"],
-            "rounds": int(argv[argv.index("--rounds") + 1]),
-            "packages": [argv[i + 1] for i, a in enumerate(argv) if a == "--packages"],
-            "rollout": json.loads(argv[argv.index("--rollout-options") + 1]),
-        }
-    )
-    assert config.rollout.sandbox == "direct" and config.rollout.samples == 4
-    assert config.rollout.max_steps == 6 and config.rounds == 3
-
-
 def test_the_test_bed_shortcut_mounts_the_host_checkout_read_only() -> None:
     settings = TrainingSettings(host_checkout="/work/main")
     run = run_of(resources={"workers": 1})
@@ -260,4 +201,16 @@ def test_the_settings_read_the_charts_variables(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("COWORKGYM_TRAINING_NODE_SELECTOR")
     monkeypatch.setenv("COWORKGYM_TRAINING_RAY", "always")
     with pytest.raises(ValueError, match="expected auto or off"):
+        TrainingSettings.from_env()
+    monkeypatch.setenv("COWORKGYM_TRAINING_RAY", "auto")
+    monkeypatch.setenv("COWORKGYM_OPERATOR_SELECTOR", "app.kubernetes.io/name=cowork-gym,"
+                       "app.kubernetes.io/component=operator")  # fmt: skip
+    monkeypatch.setenv("COWORKGYM_OPERATOR_NAMESPACE", "cowork-gym")
+    settings = TrainingSettings.from_env()
+    assert settings.operator_labels == {
+        "app.kubernetes.io/name": "cowork-gym", "app.kubernetes.io/component": "operator",
+    }  # fmt: skip
+    assert settings.operator_namespace == "cowork-gym" and settings.gateway_namespace == ""
+    monkeypatch.setenv("COWORKGYM_OPERATOR_SELECTOR", "operator")
+    with pytest.raises(ValueError, match="COWORKGYM_OPERATOR_SELECTOR='operator': expected"):
         TrainingSettings.from_env()

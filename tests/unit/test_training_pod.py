@@ -2,7 +2,8 @@
 train` (a script that writes the JSONL metrics log as a trainer does): a status line per
 step, the result in the termination message, a NaN loss stopping the trainer with the last
 good checkpoint, a failing trainer reported as such. And how the dataset check reads S3's
-answers (a stub client; the test-bed test runs it against a real S3 server)."""
+answers (a stub client; the test-bed test runs it against a real S3 server), and what an
+on-policy round's training stages (the weights it served, without their optimizer state)."""
 
 from __future__ import annotations
 
@@ -160,17 +161,12 @@ def test_the_dataset_check(uri: str, found: bool, detail: str) -> None:
     assert training_pod.dataset_exists(uri, StubS3(["data/t.jsonl"])) == (found, detail)
 
 
-# ---- the on-policy loop -----------------------------------------------------------------
+# ---- an on-policy round's training ----------------------------------------------------------
 class FolderS3:
-    """An S3 bucket kept in a folder: the calls the pod's staging and mirroring make."""
+    """An S3 bucket kept in a folder: the calls the pod's staging makes."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-
-    def upload_file(self, path: str, bucket: str, key: str) -> None:
-        target = self.root / bucket / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(Path(path).read_bytes())
 
     def download_file(self, bucket: str, key: str, path: str) -> None:
         Path(path).write_bytes((self.root / bucket / key).read_bytes())
@@ -184,146 +180,32 @@ class FolderS3:
         keys = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
         return [{"Contents": [{"Key": k} for k in keys if k.startswith(Prefix)]}]
 
-    def keys(self, bucket: str, prefix: str) -> list[str]:
-        return [c["Key"] for c in self.paginate(bucket, prefix)[0]["Contents"]]
 
-
-def fake_loop(tmp_path: Path, fail_round: int | None = None) -> list[str]:
-    """A stand-in for `cowork-gym train --config ... --rounds N`: per round, as the trainer's
-    loop does, it skips a round whose train/status.json says succeeded, writes the round's
-    rollouts, fetches a served model (round-NNN/model/), trains (train/metrics.jsonl,
-    train/status.json), then records the round in rounds.json and the loop's status.json.
-    It logs the rounds it ran to ran.txt."""
-    script = tmp_path / "loop.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import json, sys, time
-            from pathlib import Path
-            config = json.loads(Path(sys.argv[sys.argv.index("--config") + 1]).read_text())
-            rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
-            out = Path(config["out"]); out.mkdir(parents=True, exist_ok=True)
-            steps = config["max_steps"]
-            records = []
-            for r in range(rounds):
-                folder = out / f"round-{{r:03d}}"; train = folder / "train"
-                done = train / "status.json"
-                if done.is_file() and json.loads(done.read_text())["state"] == "succeeded":
-                    records.append({{"round": r, "state": "trained"}})
-                    continue
-                with (tmp_path_ran := Path({str(tmp_path)!r}) / "ran.txt").open("a") as ran:
-                    ran.write(f"{{r}}\\n")
-                (folder / "rollouts").mkdir(parents=True, exist_ok=True)
-                (folder / "rollouts" / "trajectories.jsonl").write_text('{{"id": 1}}\\n')
-                (folder / "model").mkdir(exist_ok=True)
-                (folder / "model" / "weights.bin").write_bytes(b"0" * 64)
-                time.sleep(0.2)
-                train.mkdir(parents=True, exist_ok=True)
-                checkpoint = f"s3://runs/tiny/checkpoints/round-{{r:03d}}/step-{{steps}}"
-                for step in range(1, steps + 1):
-                    with (train / "metrics.jsonl").open("a") as log:
-                        log.write(json.dumps({{"step": step, "max_steps": steps,
-                                               "loss": 2.0 - r - step / 10}}) + "\\n")
-                    state = "failed" if r == {fail_round!r} else "running"
-                    status = {{"state": state, "step": step, "max_steps": steps}}
-                    if step == steps and state == "running":
-                        status.update(state="succeeded", checkpoint=checkpoint)
-                    if state == "failed":
-                        status.update(reason="error", message=f"round {{r}} broke")
-                    done.write_text(json.dumps(status))
-                    time.sleep(0.2)
-                if r == {fail_round!r}:
-                    loop = {{"state": "failed", "reason": "error", "message": f"round {{r}} broke",
-                             "step": r * steps, "max_steps": rounds * steps}}
-                    (out / "status.json").write_text(json.dumps(loop))
-                    sys.exit(1)
-                records.append({{"round": r, "state": "trained", "checkpoint": checkpoint}})
-                (out / "rounds.json").write_text(json.dumps({{"rounds": records}}))
-                state = "succeeded" if r == rounds - 1 else "running"
-                loop = {{"state": state, "step": (r + 1) * steps, "max_steps": rounds * steps,
-                         "checkpoint": checkpoint}}
-                (out / "status.json").write_text(json.dumps(loop))
-            """
-        )
-    )
-    return [sys.executable, str(script), "--config", str(tmp_path / "config.json")]
-
-
-def run_loop_pod(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], bucket: FolderS3,
-    max_steps: int | None = 2,
-) -> tuple[int, dict[str, Any]]:  # fmt: skip
-    termination = tmp_path / "termination-log"
-    monkeypatch.setattr(training_pod, "TERMINATION_LOG", termination)
-    monkeypatch.setattr(training_pod, "POLL_SECONDS", 0.05)
+def test_a_round_stages_the_weights_it_served_but_not_their_optimizer_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket = FolderS3(tmp_path / "s3")
+    checkpoint = tmp_path / "s3" / "runs" / "tiny" / "checkpoints" / "round-000" / "step-000002"
+    checkpoint.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "trainer_state.pt"):
+        (checkpoint / name).write_text(name)
+    rollouts = tmp_path / "s3" / "runs" / "tiny" / "rounds" / "round-001" / "rollouts"
+    rollouts.mkdir(parents=True)
+    (rollouts / "kept.jsonl").write_text('{"id": 1}\n{"id": 2}\n{"id": 3}\n')
     monkeypatch.setattr(training_pod, "_s3", lambda: bucket)
-    out = tmp_path / "out"
+    model, data = tmp_path / "model", tmp_path / "data"
     plan = {
-        "argv": [*argv, "--rounds", "2", "--packages", "s3://releases/a/pkg"],
-        "config": {"out": str(out), "data": [], "max_steps": max_steps,
-                   "hyperparameters": {"batch_size": 4}},
+        "config": {"model": str(model), "data": [str(data)], "max_steps": None,
+                   "hyperparameters": {"batch_size": 2}},
         "configFile": str(tmp_path / "config.json"),
-        "stage": {},
-        "epochs": 1,
+        "stage": {str(model): "s3://runs/tiny/checkpoints/round-000/step-000002",
+                  str(data): "s3://runs/tiny/rounds/round-001/rollouts/kept.jsonl"},
+        "epochs": 2,
         "keep": 1.0,
-        "output": "s3://runs/tiny",
-        "rounds": {"rounds": 2, "samples": 4, "packages": 3, "manifest": None,
-                   "loop": "s3://runs/tiny/loop"},
     }  # fmt: skip
-    monkeypatch.setenv("COWORKGYM_POD_INPUT", json.dumps(plan))
-    code = training_pod.main(["train"])
-    return code, json.loads(termination.read_text())
-
-
-def test_the_loop_reports_its_round_and_mirrors_its_bookkeeping(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    bucket = FolderS3(tmp_path / "s3")
-    code, result = run_loop_pod(tmp_path, monkeypatch, fake_loop(tmp_path), bucket)
-    assert code == 0, result
-    assert result["ok"] is True
-    assert (result["round"], result["rounds"], result["step"], result["totalSteps"]) == (2, 2, 4, 4)
-    assert result["checkpoint"] == "s3://runs/tiny/checkpoints/round-001/step-2"
-    log = capfd.readouterr().out
-    lines = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
-             if line.startswith(training_pod.STATUS_PREFIX)]  # fmt: skip
-    seen = [(line["round"], line["step"]) for line in lines]
-    assert (1, 1) in seen and (2, 3) in seen  # round 2's steps count on from round 1's
-    assert all(line["totalSteps"] == 4 and line["rounds"] == 2 for line in lines)
-    assert [r for r, _ in seen] == sorted(r for r, _ in seen)
-    keys = bucket.keys("runs", "tiny/loop/")
-    assert "tiny/loop/rounds.json" in keys and "tiny/loop/status.json" in keys
-    for r in ("000", "001"):
-        assert f"tiny/loop/round-{r}/rollouts/trajectories.jsonl" in keys
-        assert f"tiny/loop/round-{r}/train/status.json" in keys
-    assert not [k for k in keys if "/model/" in k]  # a served checkpoint is in checkpoints/
-    assert "tiny/status.json" in bucket.keys("runs", "tiny/")  # the loop's, beside the rest
-
-
-def test_a_new_pod_goes_on_from_the_last_finished_round(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bucket = FolderS3(tmp_path / "s3")
-    first = tmp_path / "first"
-    first.mkdir()
-    code, result = run_loop_pod(first, monkeypatch, fake_loop(first, fail_round=1), bucket)
-    assert code == 1 and result["reason"] == "TrainerFailed" and "round 1 broke" in result["error"]
-    assert result["round"] == 2  # it failed in round 2 of 2
-    assert (first / "ran.txt").read_text().split() == ["0", "1"]
-    # the retry's pod: a fresh folder, the bookkeeping staged back from <output>/loop/
-    second = tmp_path / "second"
-    second.mkdir()
-    code, result = run_loop_pod(second, monkeypatch, fake_loop(second), bucket)
-    assert code == 0 and result["ok"] is True
-    assert (second / "ran.txt").read_text().split() == ["1"]  # round 1 was not rerun
-    assert result["checkpoint"] == "s3://runs/tiny/checkpoints/round-001/step-2"
-
-
-def test_with_epochs_a_round_trains_on_its_own_rollouts_worth_of_steps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bucket = FolderS3(tmp_path / "s3")
-    code, result = run_loop_pod(tmp_path, monkeypatch, fake_loop(tmp_path), bucket, None)
-    # 3 packages × 4 samples, 1 epoch, batch 4: 3 steps a round
-    assert json.loads((tmp_path / "config.json").read_text())["max_steps"] == 3
-    assert code == 0 and result["totalSteps"] == 6
+    config = training_pod.prepare(plan)
+    assert sorted(p.name for p in model.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json",
+    ]  # fmt: skip
+    assert (data / "kept.jsonl").is_file()
+    assert config["max_steps"] == 3  # 3 trajectories × 2 epochs / batch 2

@@ -1,11 +1,11 @@
 """The TrainingRun reconcile, a pure function: data → train → done on the Job and RayJob
 paths, suspend and resume, the failures with their field-named reasons, NaN loss keeping
-the last good checkpoint, the on-policy rounds (environments resolved, one Job running the
-loop, the round in the progress), and the same plan for the same observation (idempotent)."""
+the last good checkpoint, the on-policy rounds' data step (environments resolved before the
+first round's server starts; the rounds themselves: test_training_rounds.py), and the same
+plan for the same observation (idempotent)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -327,13 +327,11 @@ def rounds_run(environments: dict[str, Any] | None = None) -> dict[str, Any]:
     return run
 
 
-def argv_of(job_manifest: dict[str, Any]) -> list[str]:
-    (container,) = job_manifest["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    return list(json.loads(env["COWORKGYM_POD_INPUT"])["argv"])
+def kinds(plan: TrainingPlan) -> list[str]:
+    return [f"{m['kind']}/{m['metadata']['name']}" for m in plan.create]
 
 
-def test_rounds_wait_for_the_environments_then_run_the_loop_in_one_job() -> None:
+def test_rounds_wait_for_the_environments_then_serve_the_first_round() -> None:
     run = rounds_run()
     plan = step(run)  # not looked up yet
     assert cond(plan, "DataReady")["reason"] == "WaitingForEnvironments"
@@ -344,22 +342,18 @@ def test_rounds_wait_for_the_environments_then_run_the_loop_in_one_job() -> None
     assert "env-b (Verifying)" in cond(plan, "DataReady")["message"]
     assert plan.status["phase"] == "WaitingForData" and not plan.create
     released = EnvironmentsSeen(released=[ENV_A, ENV_B])
-    plan = step(run, environments=released, ray_available=True)  # one pod: never a RayJob
+    plan = step(run, environments=released, ray_available=True)  # each round: a plain Job
     ready = cond(plan, "DataReady")
     assert (ready["status"], ready["reason"]) == ("True", "EnvironmentsResolved")
     assert ready["message"] == "2 rounds on 2 released environment(s): env-a, env-b"
     assert [e["name"] for e in plan.status["environments"]] == ["env-a", "env-b"]
-    (created,) = plan.create
-    assert created["kind"] == "Job" and plan.status["backend"] == "Job"
-    argv = argv_of(created)
-    assert argv[argv.index("--rounds") + 1] == "2"
-    packages = [argv[i + 1] for i, a in enumerate(argv) if a == "--packages"]
-    assert packages == ["s3://releases/env-a/pkg", "s3://releases/env-b/pkg"]
-    options = json.loads(argv[argv.index("--rollout-options") + 1])
-    assert options["samples"] == 2 and options["sandbox"] == "direct"
+    assert kinds(plan) == [
+        "NetworkPolicy/tiny-serving", "Deployment/tiny-serve-r0", "Service/tiny-serve-r0",
+    ]  # fmt: skip
+    assert plan.status["backend"] == "Job"
     # resolved once: a later observation (env-b gone) changes nothing of the plan
-    again = step(run, train_job=job("tiny-train-1", "missing"),
-                 existing_children=frozenset({"Job/tiny-train-1"}))  # fmt: skip
+    children = frozenset(kinds(plan))
+    again = step(run, existing_children=children)
     assert [e["name"] for e in again.status["environments"]] == ["env-a", "env-b"]
     assert not again.create
 
@@ -396,37 +390,13 @@ def test_a_selector_that_matches_nothing_released_yet_keeps_waiting() -> None:
     assert cond(plan, "Failed")["status"] == "False"
 
 
-def test_a_manifest_of_packages_needs_no_lookup_and_is_staged_by_the_pod() -> None:
+def test_a_manifest_of_packages_needs_no_lookup() -> None:
     run = rounds_run({"manifestUri": "s3://synth/out/manifest.jsonl"})
     plan = step(run)
     assert cond(plan, "DataReady")["reason"] == "EnvironmentsResolved"
     assert plan.status["dataUri"] == "s3://synth/out/manifest.jsonl"
     assert "environments" not in plan.status
-    argv = argv_of(plan.create[0])
-    assert argv[argv.index("--packages") + 1] == "/tmp/train/packages/manifest.jsonl"
-
-
-def test_the_rounds_show_in_the_progress_and_in_the_end_message() -> None:
-    run = rounds_run()
-    step(run, environments=EnvironmentsSeen(released=[ENV_A, ENV_B]))
-    report = {"step": 3, "totalSteps": 8, "round": 1, "rounds": 2, "metrics": {"loss": 1.5}}
-    running = job("tiny-train-1", "running", start=started())
-    children = frozenset({"Job/tiny-train-1"})
-    plan = step(run, train_job=running, report=report, existing_children=children)
-    progress = plan.status["progress"]
-    assert (progress["round"], progress["rounds"], progress["summary"]) == (
-        1, 2, "round 1/2, step 3/8")  # fmt: skip
-    assert plan.status["message"] == "training, round 1/2, step 3/8"
-    report = {**report, "step": 5, "round": 2}
-    plan = step(run, train_job=running, report=report, existing_children=children)
-    assert plan.status["progress"]["summary"] == "round 2/2, step 5/8"
-    result = {"ok": True, "step": 8, "totalSteps": 8, "round": 2, "rounds": 2,
-              "metrics": {"loss": 0.5},
-              "checkpoint": "s3://runs/tiny/checkpoints/round-001/step-000004"}  # fmt: skip
-    plan = step(run, train_job=job("tiny-train-1", "succeeded", result))
-    assert plan.status["phase"] == "Succeeded"
-    assert plan.status["checkpointUri"] == result["checkpoint"]
-    assert plan.status["message"].startswith("trained 2 rounds, 8/8 steps, loss 0.5")
+    assert "Deployment/tiny-serve-r0" in kinds(plan)
 
 
 def test_the_same_rounds_observation_gives_the_same_plan() -> None:

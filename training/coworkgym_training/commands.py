@@ -260,9 +260,51 @@ def _rounds(
     return run_rounds(config, progress=console).status
 
 
+def serve_checkpoint_command(
+    location: Annotated[
+        str,
+        typer.Argument(help="the weights: a model folder, or an s3:// model or checkpoint prefix"),
+    ],
+    model_name: Annotated[
+        str, typer.Option("--model-name", help="the name the server answers to")
+    ] = "policy",
+    host: Annotated[str, typer.Option(help="the address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="the port")] = 8000,
+    device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+    into: Annotated[Path, typer.Option(help="where s3:// weights are fetched to")] = Path(
+        "/tmp/served"
+    ),
+) -> None:
+    """Serve a checkpoint as an OpenAI-compatible endpoint (/v1/models, /v1/chat/completions
+    with token ids and log-probs) until SIGTERM: an on-policy TrainingRun round's server."""
+    _require_training_extra("serve-checkpoint")
+    from .serving.checkpoint import serve_checkpoint
+
+    try:
+        serve_checkpoint(
+            location,
+            model_name=model_name,
+            host=host,
+            port=port,
+            device=device,
+            into=into,
+            say=lambda text: out.print(escape(text), soft_wrap=True),
+        )
+    except FileNotFoundError as exc:  # unwrapped: the pod's termination message is this line
+        console.print(f"[red]cowork-gym serve-checkpoint: {escape(str(exc))}[/]", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 def register(app: typer.Typer) -> None:
     app.command("select")(select_command)
     app.command("train")(train_command)
+    app.command("serve-checkpoint")(serve_checkpoint_command)
 
 
-__all__ = ["INSTALL_HINT", "register", "select_command", "train_command"]
+__all__ = [
+    "INSTALL_HINT",
+    "register",
+    "select_command",
+    "serve_checkpoint_command",
+    "train_command",
+]

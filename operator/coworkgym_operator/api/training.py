@@ -3,8 +3,10 @@
 ``spec`` says what to train (objective, model, data, selection, hyperparameters), on what
 (workers and GPUs per worker), where the checkpoints go, and the lifecycle fields users
 know from KubeRay's RayJob (backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished,
-suspend, shutdownAfterJobFinishes). ``status`` holds the conditions, the progress (step of
-total), the latest metrics and the last good checkpoint. The CRD is generated from these
+suspend, shutdownAfterJobFinishes); with ``rounds`` > 1, how each on-policy round rolls
+the current checkpoint out (``rollout``). ``status`` holds the conditions, the progress
+(step of total, the round), the latest metrics, the last good checkpoint and one record
+per on-policy round. The CRD is generated from these
 models (``api/training_crd.py``); docs/training.md shows how to apply one. Field
 descriptions are what ``kubectl explain trainingrun.spec`` shows.
 """
@@ -130,8 +132,9 @@ class Hyperparameters(_Spec):
     max_steps: int | None = Field(
         None,
         ge=1,
-        description="Optimizer steps in all (a resumed run counts on). Unset: the epochs' "
-        "worth, ceil(trajectories × selection.keep × epochs / batchSize), counted by the pod.",
+        description="Optimizer steps in all (a resumed run counts on); with rounds, the "
+        "steps of each round. Unset: the epochs' worth, ceil(trajectories × selection.keep "
+        "× epochs / batchSize), counted by the pod (each round's, on its own rollouts).",
     )
     batch_size: int = Field(
         8, ge=1, le=65536, description="Sequences per optimizer step, summed over the workers."
@@ -190,6 +193,15 @@ class RoundRollout(_Spec):
         4, ge=1, le=1024, description="Rollouts per environment each round (the group size)."
     )
     sampling: Sampling = Field(default_factory=Sampling, description="Sampling settings.")
+    concurrency: int = Field(
+        4, ge=1, le=512, description="Most rollouts at once (the round's RolloutBatch's)."
+    )
+    trajectories: Literal["kept", "all"] = Field(
+        "kept",
+        description="What each round trains on: kept, what the RolloutBatch's filter kept "
+        "(kept.jsonl; it drops, among others, rollouts that ended on a budget); all, every "
+        "trajectory (trajectories.jsonl; the trainer skips those without a valid reward).",
+    )
 
 
 class Output(_Spec):
@@ -199,7 +211,9 @@ class Output(_Spec):
         max_length=1024,
         description="An s3:// prefix: checkpoints/step-<n>/ per checkpoint (and "
         "checkpoints/latest.json), then the run's config.json, metrics.jsonl and "
-        "status.json. A restarted or resumed run continues from the latest checkpoint there.",
+        "status.json. A restarted or resumed run continues from the latest checkpoint there. "
+        "With rounds: checkpoints/round-<r>/step-<n>/ per round, the round's rollouts "
+        "under rounds/round-<r>/ and its training's logs under rounds/round-<r>/train/.",
     )
 
     @model_validator(mode="after")
@@ -246,9 +260,13 @@ class TrainingRunSpec(_Spec):
         1,
         ge=1,
         le=MAX_ROUNDS,
-        description="On-policy rounds (grpo, opd): each serves the latest checkpoint, rolls "
-        "it out on spec.rollout.environments and trains on the result, all in one training "
-        "pod; checkpoints/round-<r>/ per round. More than 1 needs spec.rollout, no spec.data.",
+        description="On-policy rounds (grpo, opd). The operator drives each round r "
+        "(from 0) with cluster objects: a Deployment and Service <run>-serve-r<r> serve the "
+        "current checkpoint (spec.model in round 0), a RolloutBatch <run>-rollouts-r<r> "
+        "rolls it out on spec.rollout.environments, then a Job <run>-train-r<r> trains on "
+        "that batch's trajectories from the same checkpoint and saves "
+        "checkpoints/round-<r>/, which the next round serves. More than 1 needs "
+        "spec.rollout, no spec.data.",
     )
     rollout: RoundRollout | None = Field(
         None, description="How each round rolls out (rounds > 1 only)."
@@ -270,8 +288,8 @@ class TrainingRunSpec(_Spec):
         None,
         ge=60,
         description="Wall-clock limit of one start of the training, its retries included "
-        "(a resume after suspend starts the clock again); past it the run fails (reason "
-        "DeadlineExceeded). Unset = none.",
+        "(a resume after suspend starts the clock again; with rounds, each round's training "
+        "Job); past it the run fails (reason DeadlineExceeded). Unset = none.",
     )
     ttl_seconds_after_finished: int | None = Field(
         None,
@@ -282,7 +300,11 @@ class TrainingRunSpec(_Spec):
     suspend: bool = Field(
         False,
         description="true stops the training (its pods are deleted) and keeps the run; "
-        "false again resumes it from the last checkpoint.",
+        "false again resumes it from the last checkpoint. With rounds, the round's server "
+        "and training Job are deleted; its RolloutBatch, which the operator may not delete, "
+        "ends early against the server that is gone, and on resume the round serves and "
+        "rolls out again (a new RolloutBatch) or trains on (a new Job, from the round's "
+        "checkpoints).",
     )
     shutdown_after_job_finishes: bool = Field(
         True,
@@ -326,12 +348,55 @@ class Progress(_Status):
     rounds: int | None = Field(None, ge=1, description="rounds > 1: the rounds planned.")
     summary: str = Field(
         "",
-        description="step/total at a glance, e.g. 120/400 (with rounds: round 2/3, "
-        "step 120/400), for kubectl get.",
+        description="step/total at a glance, e.g. 120/400 (with rounds: round 2/3 "
+        "training, step 120/400, steps over all rounds), for kubectl get.",
     )
     last_report_time: str | None = Field(
-        None, description="When the controller last saw the step advance (RFC 3339)."
+        None,
+        description="When the controller last saw the step advance, or (rounds > 1) a "
+        "round take its next step (RFC 3339).",
     )
+
+
+RoundStep = Literal["serve", "rollout", "train", "trained", "skipped"]
+
+
+class RoundStatus(_Status):
+    """One on-policy round (rounds > 1), as the operator drives it: serve → rollout →
+    train → trained (or skipped: nothing to train on, the next round serves the same
+    checkpoint). Kept after the round, so a finished round is never rerun."""
+
+    round: int = Field(ge=0, description="The round, counted from 0 (as checkpoints/round-<r>/).")
+    step: RoundStep = Field(
+        "serve",
+        description="serve (the checkpoint's server starting), rollout (the RolloutBatch "
+        "runs against it), train (the training Job), trained, skipped.",
+    )
+    served: str = Field(
+        description="The weights the round serves and trains from: spec.model in round 0, "
+        "else the last trained round's checkpoint."
+    )
+    attempt: int = Field(
+        1,
+        ge=1,
+        description="How many times the round's rollouts or training started: a resume "
+        "after suspend starts them again under new names (…-<attempt>).",
+    )
+    suspended: bool = Field(False, description="spec.suspend stopped the round's pods.")
+    endpoint: str | None = Field(
+        None, description="The served checkpoint's OpenAI base URL the RolloutBatch used."
+    )
+    batch: str | None = Field(None, description="The round's RolloutBatch.")
+    trajectories: int | None = Field(
+        None, ge=0, description="Trajectories the RolloutBatch made (valid or not)."
+    )
+    kept: int | None = Field(None, ge=0, description="Of those, kept by its filter.")
+    data_uri: str | None = Field(None, description="What the round trained on.")
+    job_name: str | None = Field(None, description="The round's training Job.")
+    steps: int | None = Field(None, ge=0, description="Optimizer steps the round trained.")
+    total_steps: int | None = Field(None, ge=0, description="Steps its training planned.")
+    checkpoint_uri: str | None = Field(None, description="The round's last checkpoint.")
+    message: str = Field("", description="Why the round was skipped, when it was.")
 
 
 class TrainingRunStatus(_Status):
@@ -355,7 +420,9 @@ class TrainingRunStatus(_Status):
         description="What runs the training: RayJob where KubeRay's CRD is installed, else a "
         "plain Job on one node. Chosen once, when the training starts.",
     )
-    job_name: str | None = Field(None, description="The Job or RayJob running the training.")
+    job_name: str | None = Field(
+        None, description="The Job or RayJob running the training (with rounds: the round's)."
+    )
     starts: int = Field(0, ge=0, description="Times the training was started (resumes count).")
     data_uri: str | None = Field(
         None,
@@ -366,6 +433,11 @@ class TrainingRunStatus(_Status):
         None,
         description="rounds > 1 with names or a selector: the released environments every "
         "round rolls out on, resolved once, when the run leaves the data step.",
+    )
+    rounds: list[RoundStatus] = Field(
+        default_factory=list,
+        description="rounds > 1: one record per round started, in order (the last one is "
+        "the round running, or the last one once the run ended).",
     )
     progress: Progress = Field(default_factory=Progress, description="Step of total.")
     metrics: dict[str, float] = Field(
@@ -405,6 +477,8 @@ __all__ = [
     "Resources",
     "RolloutBatchReference",
     "RoundRollout",
+    "RoundStatus",
+    "RoundStep",
     "Selection",
     "TrainingRun",
     "TrainingRunSpec",

@@ -12,16 +12,22 @@ computed from.
               True: BatchComplete, DatasetFound, EnvironmentsResolved; False:
               BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
               EnvironmentsNotReleased, NotReached)
-- Running     the training Job (or RayJob) is running now
-              (Unknown: Starting, the pod is not running yet; True: Training;
-              False: Waiting, Suspended, Finished, NotReached)
+- Running     the training Job (or RayJob) is running now; with rounds > 1, the round's
+              server, RolloutBatch or training Job
+              (Unknown: Starting, the pod (a round's server or training pod) is not
+              running yet; True: Training, RollingOut (a round's RolloutBatch runs against
+              its server); False: Waiting, Suspended, Finished, NotReached)
 - Succeeded   the training ended and its checkpoint is in spec.output
               (False: InProgress, Failed; True: Succeeded)
 - Failed      the run stopped without its checkpoint, whichever step: True with
               InvalidSpec, BatchNotFound, BatchFailed, DatasetNotFound, DataCheckFailed,
               PodCannotStart, NaNLoss, NoExamples (the data gave nothing to train on),
               BackoffLimitExceeded, DeadlineExceeded, TrainerFailed,
-              EnvironmentsNotReleased (False: InProgress, Succeeded)
+              EnvironmentsNotReleased; with rounds > 1 also ServingFailed (a round's
+              server cannot start or keeps exiting) and BatchFailed (a round's
+              RolloutBatch failed), and NoExamples when no round had anything to train on;
+              the message names the round and the object that failed
+              (False: InProgress, Succeeded)
 - Complete    the run reached its outcome, whichever: True with Succeeded or Failed, so
               that ``kubectl wait --for=condition=Complete`` returns for every outcome, as
               for the other kinds (False: InProgress)
@@ -54,6 +60,7 @@ class TrainingReason(StrEnum):
     DATA_CHECK_FAILED = "DataCheckFailed"
     STARTING = "Starting"
     TRAINING = "Training"
+    ROLLING_OUT = "RollingOut"
     SUSPENDED = "Suspended"
     FINISHED = "Finished"
     SUCCEEDED = "Succeeded"
@@ -65,6 +72,7 @@ class TrainingReason(StrEnum):
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     TRAINER_FAILED = "TrainerFailed"
+    SERVING_FAILED = "ServingFailed"
     WAITING_FOR_ENVIRONMENTS = "WaitingForEnvironments"
     ENVIRONMENTS_RESOLVED = "EnvironmentsResolved"
     ENVIRONMENTS_NOT_RELEASED = "EnvironmentsNotReleased"

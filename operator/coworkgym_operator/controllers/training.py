@@ -1,9 +1,10 @@
 """The TrainingRun controller: one idempotent reconcile, run on create, spec change, resume
-and by a timer until the run is Complete (the timer notices finished Jobs and new progress
-without watches). Each reconcile reads the run afresh, in turn with the run's other
-reconciles (controllers/turns.py), writes its status once, then posts the events. kopf's
-settings (finalizer coworkgym.dev/cleanup, annotations storage, event source) are the ones
-the CoworkEnvironment controller configures at start-up."""
+and by a timer until the run is Complete (the timer notices finished Jobs, a round's server
+becoming available, its RolloutBatch completing and new progress, without watches). Each
+reconcile reads the run afresh, in turn with the run's other reconciles
+(controllers/turns.py), writes its status once, then posts the events. kopf's settings
+(finalizer coworkgym.dev/cleanup, annotations storage, event source) are the ones the
+CoworkEnvironment controller configures at start-up."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from ..api.training import TRAINING_PLURAL, TrainingRunSpec, TrainingRunStatus
 from ..api.types import GROUP, VERSION
 from ..kube_training import TrainingKube
 from ..reconcile.training import (
+    BatchSeen,
+    ServingSeen,
     TrainingObserved,
     TrainingPlan,
     last_report,
     previous_status,
     reconcile_training,
 )
+from ..round_builders import rollouts_name
 from ..training_builders import check_job_name
 from ..training_settings import TrainingSettings
 from .environment import kube
@@ -59,6 +63,8 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
         spec = None  # the reconcile says why
     batch = check_job = train_job = rayjob = environments = None
     report = result = None
+    serving: ServingSeen | None = None
+    round_batch: BatchSeen | None = None
     if spec is not None and status.step == "data":
         if spec.rollout is not None and spec.rounds > 1:
             if spec.rollout.environments.manifest_uri is None:  # a manifest: the pod reads it
@@ -67,6 +73,14 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
             batch = tk.read_batch(namespace, spec.data.rollout_batch.name)
         else:
             check_job = tk.observe_job(namespace, check_job_name(name))
+    rounds = spec is not None and spec.rounds > 1
+    if status.step == "train" and status.rounds:  # the round running: its server or batch
+        current = status.rounds[-1]
+        if current.step == "serve":
+            serving = tk.observe_serving(namespace, name, current.round)
+        elif current.step == "rollout":
+            batch_name = rollouts_name(name, current.round, current.attempt)
+            round_batch = tk.read_batch(namespace, batch_name)
     if status.step == "train" and status.job_name:
         finished = False
         if status.backend == "RayJob":
@@ -89,8 +103,10 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
         rayjob=rayjob,
         report=report,
         logged_result=result,
+        serving=serving,
+        round_batch=round_batch,
         ray_available=ray,
-        existing_children=tk.existing_children(namespace, name),
+        existing_children=tk.existing_children(namespace, name, rounds=rounds),
         now=datetime.now(UTC),
         created_at=_parse_time(meta.get("creationTimestamp")),
     )
@@ -127,7 +143,10 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
     objective = str((run.get("spec") or {}).get("objective") or "unknown")
     status = TrainingRunStatus.model_validate(plan.status)
     labels = (namespace, name, objective)
-    m.RUNNING.labels(*labels).set(1 if status.phase == "Running" else 0)
+    # a training pod runs (not an on-policy round's server or rollouts: no step advances
+    # then, and the no-progress alert must not take that for a hung trainer)
+    running = any(c.type == "Running" and c.reason == "Training" for c in status.conditions)
+    m.RUNNING.labels(*labels).set(1 if running else 0)
     m.STEP.labels(*labels).set(status.progress.step)
     if "loss" in status.metrics:
         m.LOSS.labels(*labels).set(status.metrics["loss"])

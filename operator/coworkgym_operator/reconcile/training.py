@@ -11,8 +11,8 @@ plans the same, and a restarted operator duplicates nothing.
 
 An on-policy run (rounds > 1) has no data to wait for: its data step resolves the released
 environments every round rolls out on (a manifest is taken as it is; named or selected
-CoworkEnvironments must be Released), and its training is one plain Job whose pod runs the
-whole loop and reports the round with each status line (training_builders says how).
+CoworkEnvironments must be Released), and its train step drives the rounds, each a server,
+a RolloutBatch and a training Job of its own (training_rounds.py).
 
 Suspend deletes the training Job (or RayJob); resuming starts a new one (start + 1) that
 resumes from the last checkpoint in spec.output. A NaN loss, a dataset that is not there,
@@ -22,8 +22,6 @@ a batch that failed, a pod that cannot start: Failed, with a reason naming the f
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,7 +29,6 @@ from pydantic import ValidationError
 
 from coworkgym.spec import spec_problems
 
-from ..api.batch import ResolvedEnvironment
 from ..api.training import Progress, TrainingRunSpec, TrainingRunStatus
 from ..api.training_conditions import TrainingReason as R
 from ..rayjob import build_rayjob, rayjob_name, rayjob_outcome
@@ -46,68 +43,28 @@ from ..training_builders import (
 from ..training_settings import TrainingSettings
 from .batch import stuck
 from .conditions import merge
-from .environment import JobObservation
-from .training_conditions import Activity, Cond, Failure, derive_training_phase, training_conditions
+from .training_conditions import Cond, derive_training_phase, training_conditions
+from .training_rounds import reconcile_rounds, rounds_message, rounds_summary
+from .training_state import (
+    BatchSeen,
+    EnvironmentsSeen,
+    RunState,
+    ServingSeen,
+    TrainingObserved,
+    TrainingPlan,
+    age,
+    finite_metrics,
+    job_failure,
+    stamp,
+)
 
 STATUS_PREFIX = "coworkgym-train-status "
 RESULT_PREFIX = "coworkgym-train-result "
 Backend = Literal["Job", "RayJob"]
 
 
-@dataclass(frozen=True)
-class BatchSeen:
-    """The referenced RolloutBatch as the controller read it (None fields: not found)."""
-
-    found: bool
-    phase: str = ""
-    complete: bool = False
-    failed: bool = False
-    output_uri: str | None = None
-    kept: int | None = None
-    message: str = ""
-
-
 # CoworkEnvironment phases after which an environment is never Released (api/conditions.py)
 NEVER_RELEASED = ("Failed", "Rejected")
-
-
-@dataclass(frozen=True)
-class EnvironmentsSeen:
-    """rounds > 1 with names or a selector: the Released environments the selection takes,
-    and the named ones missing or not Released (name → phase, or "not found")."""
-
-    released: list[ResolvedEnvironment]
-    not_released: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TrainingObserved:
-    """What the controller saw. ``report``: the last status line of the training pod's log
-    (None: none yet, or not read); ``logged_result``: the last result line (the RayJob's
-    driver prints it; a plain Job's pod also leaves it in its termination message)."""
-
-    batch: BatchSeen | None = None
-    environments: EnvironmentsSeen | None = None
-    check_job: JobObservation | None = None
-    train_job: JobObservation | None = None
-    rayjob: Manifest | None = None
-    report: dict[str, Any] | None = None
-    logged_result: dict[str, Any] | None = None
-    ray_available: bool = False
-    existing_children: frozenset[str] = frozenset()  # "Kind/name"
-    now: datetime | None = None
-    created_at: datetime | None = None  # the run's creationTimestamp
-
-
-@dataclass
-class TrainingPlan:
-    status: dict[str, Any]
-    create: list[Manifest] = field(default_factory=list)
-    delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
-    finished: str | None = None  # succeeded or failed, when the run completed now
-    nan_loss: bool = False
-    transition: tuple[str, str] | None = None
 
 
 # ---- reading the pod's log -----------------------------------------------------------------
@@ -146,25 +103,12 @@ def completed(status: TrainingRunStatus) -> bool:
 
 
 # ---- the reconcile ---------------------------------------------------------------------------
-@dataclass
-class _State:
-    status: TrainingRunStatus
-    data: Cond = ("Unknown", R.WAITING, "not looked at yet")
-    activity: Activity = "none"
-    failure: Failure | None = None
-    plan: TrainingPlan = field(default_factory=lambda: TrainingPlan(status={}))
-    settings: TrainingSettings | None = None
-
-    def fail(self, reason: R, message: str) -> None:
-        self.failure = Failure(self.status.step, reason, message[:1000])
-
-
 def reconcile_training(
     run: Manifest, observed: TrainingObserved, settings: TrainingSettings
 ) -> TrainingPlan:
     meta = run["metadata"]
     previous = previous_status(run)
-    state = _State(previous.model_copy(deep=True), settings=settings)
+    state = RunState(previous.model_copy(deep=True), settings=settings)
     before = previous.phase
     if completed(previous):
         return _finish(state, run, observed, None, before, already=True)
@@ -181,7 +125,10 @@ def reconcile_training(
     else:
         state.data = _data_done(spec, state.status)
     if state.failure is None and state.status.step == "train":
-        _train(state, run, spec, observed, settings)
+        if spec.rounds > 1:
+            reconcile_rounds(state, run, spec, observed, settings)
+        else:
+            _train(state, run, spec, observed, settings)
     return _finish(state, run, observed, spec, before)
 
 
@@ -200,7 +147,7 @@ def _data_done(spec: TrainingRunSpec, status: TrainingRunStatus) -> Cond:
 
 
 def _environments(
-    state: _State, spec: TrainingRunSpec, observed: TrainingObserved, settings: TrainingSettings
+    state: RunState, spec: TrainingRunSpec, observed: TrainingObserved, settings: TrainingSettings
 ) -> None:
     """rounds > 1: resolve spec.rollout.environments once, as a RolloutBatch does."""
     assert spec.rollout is not None  # the spec's validator
@@ -225,7 +172,7 @@ def _environments(
         _data_failed(state, R.ENVIRONMENTS_NOT_RELEASED, message)
         return
     if seen.not_released or not seen.released:
-        waited = _age(observed)
+        waited = age(observed)
         grace = settings.operator.stage_start_grace_seconds
         missing = sorted(n for n, phase in seen.not_released.items() if phase == "not found")
         if missing and waited is not None and waited >= grace:
@@ -248,7 +195,7 @@ def _environments(
 
 
 def _data(
-    state: _State,
+    state: RunState,
     run: Manifest,
     spec: TrainingRunSpec,
     observed: TrainingObserved,
@@ -294,7 +241,7 @@ def _data(
 
 
 def _data_from_batch(
-    state: _State,
+    state: RunState,
     spec: TrainingRunSpec,
     observed: TrainingObserved,
     settings: TrainingSettings,
@@ -305,7 +252,7 @@ def _data_from_batch(
     batch = observed.batch
     namespace = meta.get("namespace", "")
     if batch is None or not batch.found:
-        waited = _age(observed)
+        waited = age(observed)
         grace = settings.operator.stage_start_grace_seconds
         if waited is not None and waited >= grace:
             _data_failed(
@@ -342,34 +289,28 @@ def _data_from_batch(
     _data_ready(state, spec, data_uri_of_batch(batch.output_uri, ref.trajectories))
 
 
-def _data_failed(state: _State, reason: R, message: str) -> None:
+def _data_failed(state: RunState, reason: R, message: str) -> None:
     state.data = ("False", reason, message)
     state.fail(reason, message)
 
 
-def _data_ready(state: _State, spec: TrainingRunSpec, uri: str) -> None:
+def _data_ready(state: RunState, spec: TrainingRunSpec, uri: str) -> None:
     state.status.data_uri = uri
     state.status.step = "train"
     state.data = _data_done(spec, state.status)
 
 
-def _age(observed: TrainingObserved) -> float | None:
-    if observed.now is None or observed.created_at is None:
-        return None
-    return (observed.now - observed.created_at).total_seconds()
-
-
 # ---- training ----------------------------------------------------------------------------------
 def _train(
-    state: _State,
+    state: RunState,
     run: Manifest,
     spec: TrainingRunSpec,
     observed: TrainingObserved,
     settings: TrainingSettings,
 ) -> None:
     status = state.status
-    if status.backend is None:  # the on-policy loop runs in one pod: a plain Job
-        ray = observed.ray_available and settings.ray == "auto" and spec.rounds == 1
+    if status.backend is None:
+        ray = observed.ray_available and settings.ray == "auto"
         status.backend = "RayJob" if ray else "Job"
     kind = status.backend
     if spec.suspend:
@@ -385,7 +326,7 @@ def _train(
         status.starts += 1
         status.job_name = _child_name(kind, run["metadata"]["name"], status.starts)
         if status.start_time is None and observed.now is not None:
-            status.start_time = _stamp(observed.now)
+            status.start_time = stamp(observed.now)
     _fold_report(state, observed.report, observed.now)
     if kind == "Job":
         _train_job(state, run, spec, observed, settings)
@@ -397,7 +338,7 @@ def _child_name(kind: Backend, run: str, start: int) -> str:
     return train_job_name(run, start) if kind == "Job" else rayjob_name(run, start)
 
 
-def _create_training(state: _State, run: Manifest, spec: TrainingRunSpec,
+def _create_training(state: RunState, run: Manifest, spec: TrainingRunSpec,
                      observed: TrainingObserved, settings: TrainingSettings) -> None:  # fmt: skip
     status = state.status
     assert status.job_name is not None and status.backend is not None
@@ -405,17 +346,14 @@ def _create_training(state: _State, run: Manifest, spec: TrainingRunSpec,
         return
     data_uri = status.data_uri or ""
     if status.backend == "Job":
-        packages = [e.uri for e in status.environments or []]
-        state.plan.create.append(
-            training_job(run, spec, data_uri, status.starts, settings, packages)
-        )
+        state.plan.create.append(training_job(run, spec, data_uri, status.starts, settings))
     else:
         view = {**run, "status": {**(run.get("status") or {}), "dataUri": data_uri}}
         state.plan.create.append(build_rayjob(view, settings, status.starts))
 
 
 def _train_job(
-    state: _State,
+    state: RunState,
     run: Manifest,
     spec: TrainingRunSpec,
     observed: TrainingObserved,
@@ -443,7 +381,7 @@ def _train_job(
 
 
 def _train_rayjob(
-    state: _State,
+    state: RunState,
     run: Manifest,
     spec: TrainingRunSpec,
     observed: TrainingObserved,
@@ -470,39 +408,22 @@ def _train_rayjob(
     _failed(state, spec, result, why)
 
 
-def _succeeded(state: _State, spec: TrainingRunSpec) -> None:
+def _succeeded(state: RunState, spec: TrainingRunSpec) -> None:
     status = state.status
     status.step = "done"
     if status.checkpoint_uri is None:
         status.checkpoint_uri = spec.output.uri
 
 
-def _failed(state: _State, spec: TrainingRunSpec, result: dict[str, Any], job_reason: str) -> None:
-    kept = state.status.checkpoint_uri
-    keep = f"; the last good checkpoint is {kept}" if kept else "; no checkpoint was saved"
-    if result.get("reason") == "NaNLoss":
-        state.plan.nan_loss = True
-        state.fail(R.NAN_LOSS, f"{result.get('error') or 'the loss became NaN'}{keep}")
-        return
-    if result.get("reason") in ("NoExamples", "DatasetNotFound"):
-        reason = R.NO_EXAMPLES if result["reason"] == "NoExamples" else R.DATASET_NOT_FOUND
-        what = "gave nothing to train on" if reason is R.NO_EXAMPLES else "is not there"
-        state.fail(reason, f"spec.data: the data {what}: {result.get('error') or ''}{keep}")
-        return
-    if "BackoffLimitExceeded" in job_reason or "backoff limit" in job_reason.lower():
-        reason = R.BACKOFF_LIMIT_EXCEEDED
-        head = f"spec.backoffLimit: the training pod failed {spec.backoff_limit + 1} time(s)"
-    elif "DeadlineExceeded" in job_reason or "deadline" in job_reason.lower():
-        reason = R.DEADLINE_EXCEEDED
-        head = f"spec.activeDeadlineSeconds: the training ran past {spec.active_deadline_seconds} s"
-    else:
-        reason = R.TRAINER_FAILED
-        head = "the trainer failed"
-    detail = result.get("error") or job_reason or "no result"
-    state.fail(reason, f"{head}: {detail}{keep}")
+def _failed(
+    state: RunState, spec: TrainingRunSpec, result: dict[str, Any], job_reason: str
+) -> None:
+    reason, message = job_failure(spec, result, job_reason, state.status.checkpoint_uri)
+    state.plan.nan_loss = reason is R.NAN_LOSS
+    state.fail(reason, message)
 
 
-def _fold_report(state: _State, report: dict[str, Any] | None, now: datetime | None) -> None:
+def _fold_report(state: RunState, report: dict[str, Any] | None, now: datetime | None) -> None:
     """Take the pod's last status line into the status (progress, metrics, checkpoint)."""
     if not report:
         return
@@ -512,49 +433,40 @@ def _fold_report(state: _State, report: dict[str, Any] | None, now: datetime | N
     if isinstance(step, int) and step != progress.step:
         progress.step = step
         if now is not None:
-            progress.last_report_time = _stamp(now)
+            progress.last_report_time = stamp(now)
     total = report.get("totalSteps")
     if isinstance(total, int):
         progress.total_steps = total
-    for key in ("epoch", "round", "rounds"):
-        value = report.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            setattr(progress, key, value if key == "epoch" else int(value))
-    metrics = report.get("metrics")
-    if isinstance(metrics, dict):
-        status.metrics = {
-            str(k): float(v)
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        }
+    epoch = report.get("epoch")
+    if isinstance(epoch, int | float) and not isinstance(epoch, bool):
+        progress.epoch = epoch
+    metrics = finite_metrics(report.get("metrics"))
+    if metrics is not None:
+        status.metrics = metrics
     checkpoint = report.get("checkpoint")
     if isinstance(checkpoint, str) and checkpoint:
         status.checkpoint_uri = checkpoint
 
 
-def _fold_result(state: _State, result: dict[str, Any]) -> None:
+def _fold_result(state: RunState, result: dict[str, Any]) -> None:
     """The result carries the final state (a status line may have been missed)."""
     if result:
         _fold_report(state, result, None)
 
 
-def _stamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # ---- the status ------------------------------------------------------------------------------
-def _summary(progress: Progress) -> str:
+def _summary(status: TrainingRunStatus) -> str:
+    if status.rounds:
+        return rounds_summary(status)
+    progress: Progress = status.progress
     steps = str(progress.step) if progress.step else ""
     if progress.total_steps:
         steps = f"{progress.step}/{progress.total_steps}"
-    if progress.round is None or progress.rounds is None:
-        return steps
-    head = f"round {progress.round}/{progress.rounds}"
-    return f"{head}, step {steps}" if steps else head
+    return steps
 
 
 def _finish(
-    state: _State,
+    state: RunState,
     run: Manifest,
     observed: TrainingObserved,
     spec: TrainingRunSpec | None,
@@ -573,7 +485,7 @@ def _finish(
         child = (status.backend or "Job", status.job_name)
         if state.failure.reason is R.POD_CANNOT_START and child not in plan.delete:
             plan.delete.append(child)
-    status.progress.summary = _summary(status.progress)
+    status.progress.summary = _summary(status)
     wanted = training_conditions(
         status.step, state.failure, state.data, state.activity, _done_message(status)
     )
@@ -583,7 +495,7 @@ def _finish(
     status.observed_generation = generation
     finished = state.failure is not None or status.step == "done"
     if finished and observed.now is not None:
-        status.completion_time = _stamp(observed.now)
+        status.completion_time = stamp(observed.now)
     if state.failure is not None:
         plan.events.append(("Warning", str(state.failure.reason), state.failure.message[:400]))
     if status.phase != before:
@@ -616,20 +528,20 @@ def _stalled_for(
     return waited if waited >= settings.stall_seconds else None
 
 
-def _message(status: TrainingRunStatus, state: _State, stalled: float | None = None) -> str:
+def _message(status: TrainingRunStatus, state: RunState, stalled: float | None = None) -> str:
     if state.failure is not None:
         return state.failure.message
     if status.step == "done":
         return _done_message(status)
     if status.step == "data":
         return state.data[2]
+    if status.rounds:
+        return rounds_message(status, state, stalled)
     if state.activity == "suspended":
         return "suspended; resumes from the last checkpoint when spec.suspend is false"
-    where = _summary(status.progress)
+    where = _summary(status)
     if state.activity == "training":
-        text = "training" if not where else f"training, {where}"
-        if where and status.progress.rounds is None:
-            text = f"training, step {where}"
+        text = "training" if not where else f"training, step {where}"
         if stalled is not None:
             text += f"; no new step for {stalled / 60:.0f} min"
         return text
@@ -639,6 +551,7 @@ def _message(status: TrainingRunStatus, state: _State, stalled: float | None = N
 __all__ = [
     "BatchSeen",
     "EnvironmentsSeen",
+    "ServingSeen",
     "TrainingObserved",
     "TrainingPlan",
     "completed",

@@ -14,8 +14,9 @@ from ..api.types import Condition
 
 Cond = tuple[str, str, str]  # status, reason, message
 Step = Literal["data", "train", "done"]
-# What the training Job (or RayJob) does now, in the train step.
-Activity = Literal["none", "starting", "training", "suspended"]
+# What the training Job (or RayJob) does now, in the train step; with rounds, also the
+# round's server starting (serving) and its RolloutBatch running (rolling-out).
+Activity = Literal["none", "starting", "serving", "rolling-out", "training", "suspended"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ def _running(step: Step, failure: Failure | None, activity: Activity) -> Cond:
         return ("False", R.SUSPENDED, "spec.suspend is true: no training pod runs")
     if activity == "training":
         return ("True", R.TRAINING, "the training pod runs")
+    if activity == "rolling-out":
+        return ("True", R.ROLLING_OUT, "the round's RolloutBatch rolls out its served checkpoint")
+    if activity == "serving":
+        return ("Unknown", R.STARTING, "the round's checkpoint server is starting")
     return ("Unknown", R.STARTING, "the training pod is starting")
 
 

@@ -1,4 +1,5 @@
-"""``ChatServer``: the OpenAI chat-completions API over a ``Generator``, on 127.0.0.1.
+"""``ChatServer``: the OpenAI chat-completions API over a ``Generator``, on 127.0.0.1 (or
+the address it is given: 0.0.0.0 in an on-policy round's server pod, serving.checkpoint).
 
     GET  /v1/models             the one model, under the name it was started with
     POST /v1/chat/completions   non-streaming; tools, temperature, top_p, max_tokens
@@ -31,6 +32,7 @@ class ChatServer:
         folder: Path,
         *,
         model_name: str = "policy",
+        host: str = "127.0.0.1",
         port: int = 0,
         device: str = "cpu",
         max_tokens_limit: int = 4096,
@@ -39,7 +41,8 @@ class ChatServer:
         self.model_name = model_name
         self.max_tokens_limit = max_tokens_limit
         self.requests = 0
-        self._http = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.host = host
+        self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -49,7 +52,9 @@ class ChatServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        """The base URL on this machine (a server on every address is reached on loopback)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/v1"
 
     def start(self) -> ChatServer:
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
