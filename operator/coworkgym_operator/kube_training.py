@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from .api.batch import BATCH_KIND, BATCH_PLURAL, EnvironmentSelection
 from .api.training import TRAINING_PLURAL
 from .api.types import GROUP, VERSION
-from .kube import Kube, created, merge_patch
+from .kube import Kube, created, dropped, merge_patch
 from .kube_batch import BatchKube
 from .rayjob import RAY_GROUP, RAY_VERSION, RAYJOB_KIND, RAYJOB_PLURAL
 from .reconcile.environment import JobObservation
@@ -181,12 +181,18 @@ class TrainingKube:
 
     # ---- what it does -------------------------------------------------------------------
     def create(self, manifest: Manifest) -> bool:
+        """As Kube.create (the raw answer dropped), for the kinds only TrainingRuns make."""
         kind, namespace = manifest["kind"], manifest["metadata"]["namespace"]
         body: Any = manifest  # the client takes plain dicts as request bodies
+        apps, core = self.apps, self.kube.core
         if kind == "Deployment":
-            return created(lambda: self.apps.create_namespaced_deployment(namespace, body))
+            return created(
+                lambda: apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+            )
         if kind == "Service":
-            return created(lambda: self.kube.core.create_namespaced_service(namespace, body))
+            return created(
+                lambda: core.create_namespaced_service(namespace, body, _preload_content=False)
+            )
         if kind in (RAYJOB_KIND, BATCH_KIND):
             group, version, plural = (
                 (RAY_GROUP, RAY_VERSION, RAYJOB_PLURAL)
@@ -195,7 +201,7 @@ class TrainingKube:
             )
             return created(
                 lambda: self.custom.create_namespaced_custom_object(
-                    group, version, namespace, plural, body
+                    group, version, namespace, plural, body, _preload_content=False
                 )
             )
         return self.kube.create(manifest)
@@ -204,13 +210,24 @@ class TrainingKube:
         body = client.V1DeleteOptions(propagation_policy="Background")
         try:
             if kind == "Deployment":
-                self.apps.delete_namespaced_deployment(name, namespace, body=body)
-            elif kind == "Service":
-                self.kube.core.delete_namespaced_service(name, namespace, body=body)
-            elif kind == RAYJOB_KIND:
-                self.custom.delete_namespaced_custom_object(
-                    RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, name, body=body
+                dropped(
+                    self.apps.delete_namespaced_deployment(
+                        name, namespace, body=body, _preload_content=False
+                    )
                 )
+            elif kind == "Service":
+                dropped(
+                    self.kube.core.delete_namespaced_service(
+                        name, namespace, body=body, _preload_content=False
+                    )
+                )
+            elif kind == RAYJOB_KIND:
+                dropped(
+                    self.custom.delete_namespaced_custom_object(
+                        RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, name, body=body,
+                        _preload_content=False,
+                    )
+                )  # fmt: skip
             else:
                 return self.kube.delete(namespace, kind, name)
         except ApiException as exc:
