@@ -21,7 +21,7 @@ from .binaries import which
 from .pki import FRONT_PROXY_CN, Pki
 
 LOOPBACK = "127.0.0.1"
-SERVICE_CIDR = "10.0.0.0/24"  # bookkeeping only: there is no kube-proxy, nothing routes there
+SERVICE_CIDR = "10.0.0.0/24"  # cluster IPs: kube-proxy routes them on a node (node/services.py)
 
 
 @dataclass(frozen=True)

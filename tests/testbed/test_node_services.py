@@ -4,11 +4,13 @@ finds a Service by its short name through CoreDNS (the kubelet's clusterDNS, the
 Service), reaches a server pod through the Service's cluster IP on a port that is not the
 pod's, reaches the API server through the `kubernetes` Service with nothing but what the
 kubelet gives every pod (KUBERNETES_SERVICE_HOST/_PORT, the service account's CA), and gets
-NXDOMAIN for a name outside the cluster at once (nothing leaves the machine)."""
+NXDOMAIN for a name outside the cluster at once (nothing leaves the machine). The machine
+itself reaches the cluster IP as well."""
 
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any
 
 import pytest
@@ -93,3 +95,8 @@ def test_services_route_on_the_node(testbed_env: Testbed, cluster: Cluster, ns: 
         == json.loads(version)["serverVersion"]["gitVersion"]
     )
     assert seen["outside"] != "resolved" and seen["outside_seconds"] < 2, seen
+
+    # the machine itself reaches a cluster IP too (the operator probes a round's model
+    # server so): kube-proxy's DNAT in OUTPUT, the service range routed to the bridge
+    with urllib.request.urlopen(f"http://{cluster_ip}/hello.txt", timeout=10) as answer:
+        assert answer.read().decode().strip() == "hello from the pod"

@@ -2,7 +2,7 @@
 that and nothing else:
 
 - the bridge `cgtb0` with the node address 10.244.0.1/24 (pods get 10.244.0.10-250); the
-  node address is never the machine's own;
+  node address is never the machine's own; the service range routed to it;
 - the fence: two chains in the iptables mangle table that keep pod traffic on the bridge (a
   pod may reach other pods and the node's relay ports and its DNS port, nothing beyond the
   machine; kube-proxy's DNAT to a Service's endpoint comes before it);
@@ -29,6 +29,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..components import SERVICE_CIDR
 from ..pki import NODE_IP
 
 BRIDGE = "cgtb0"
@@ -137,6 +138,10 @@ def network_up(run_dir: Path, relay_ports: list[int]) -> None:
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     _run("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
+    # The machine's own traffic to a Service's cluster IP (the operator probing a model
+    # server, a test) meets kube-proxy's DNAT in OUTPUT; this route makes sure it goes to
+    # the bridge, not out of the default route, should no DNAT match yet. Goes with the bridge.
+    _run("ip", "route", "add", SERVICE_CIDR, "dev", BRIDGE, "src", NODE_IP)
     # INPUT from pods: only the relay ports and DNS on the node address, and replies to what the
     # node itself opened (the kubelet's probes, tests reaching into pods).
     _iptables("-N", FW_INPUT)
