@@ -226,6 +226,26 @@ def _check_listing(uri: str, prefix: str, listed: list[dict[str, Any]]) -> None:
 S3_RETRIES: Any = {"mode": "standard", "max_attempts": 10}  # botocore's _RetryDict
 
 
+def download_prefix(
+    client: Any, bucket: str, key: str, dest: Path, skip: tuple[str, ...] = ()
+) -> int:
+    """Download every object under ``key/`` (the whole bucket when ``key`` is empty) into
+    ``dest``, keeping the paths below the prefix, but the files named in ``skip``; returns
+    how many were downloaded."""
+    prefix = f"{key}/" if key else ""
+    count = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            relative = item["Key"][len(prefix) :]
+            if not relative or relative.endswith("/") or Path(relative).name in skip:
+                continue
+            target = dest / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, item["Key"], str(target))
+            count += 1
+    return count
+
+
 def make_s3_client() -> Any:
     import boto3
     from botocore.config import Config

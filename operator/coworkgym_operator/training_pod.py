@@ -210,24 +210,14 @@ NOT_WEIGHTS = ("trainer_state.pt",)
 def stage(uri: str, dest: Path, client: Any, skip: tuple[str, ...] = ()) -> int:
     """Download an s3:// object (``.jsonl``) or every object under a prefix into ``dest``
     (but those named in ``skip``); returns how many files."""
-    from coworkgym.release import split_s3_uri
+    from coworkgym.release import download_prefix, split_s3_uri
 
     bucket, key = split_s3_uri(uri)
     dest.mkdir(parents=True, exist_ok=True)
     if key.endswith(".jsonl"):
         client.download_file(bucket, key, str(dest / Path(key).name))
         return 1
-    count = 0
-    paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=f"{key}/" if key else ""):
-        for item in page.get("Contents", []):
-            relative = item["Key"][len(key) + 1 :] if key else item["Key"]
-            if not relative or relative.endswith("/") or Path(relative).name in skip:
-                continue
-            target = dest / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            client.download_file(bucket, item["Key"], str(target))
-            count += 1
+    count = download_prefix(client, bucket, key, dest, skip)
     if not count:
         raise FileNotFoundError(f"nothing under {uri}")
     return count

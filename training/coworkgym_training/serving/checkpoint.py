@@ -25,22 +25,11 @@ def fetch_weights(location: str, into: Path, client: Any | None = None) -> Path:
         if not folder.is_dir():
             raise FileNotFoundError(f"{location}: no model folder there")
         return folder
-    from coworkgym.release import make_s3_client, split_s3_uri
+    from coworkgym.release import download_prefix, make_s3_client, split_s3_uri
 
     client = client or make_s3_client()
     bucket, key = split_s3_uri(location.rstrip("/"))
-    prefix = f"{key}/" if key else ""
-    fetched = 0
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            relative = item["Key"][len(prefix) :]
-            if not relative or relative.endswith("/") or Path(relative).name in NOT_WEIGHTS:
-                continue
-            target = into / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            client.download_file(bucket, item["Key"], str(target))
-            fetched += 1
-    if not fetched:
+    if not download_prefix(client, bucket, key, into, skip=NOT_WEIGHTS):
         raise FileNotFoundError(f"{location}: no model files under it")
     return into
 
