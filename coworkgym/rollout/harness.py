@@ -91,9 +91,14 @@ class Episode(Protocol):
         """OpenAI ``tools`` entries: the package's interfaces, ``ask_user`` and ``finish``."""
 
     def record_agent(
-        self, content: str, tool_calls: list[ToolCall], tokens: TokenRecord | None = None
+        self,
+        content: str,
+        tool_calls: list[ToolCall],
+        tokens: TokenRecord | None = None,
+        finish_reason: str | None = None,
     ) -> None:
-        """What the policy generated in one model call."""
+        """What the policy generated in one model call, and why it stopped (the endpoint's
+        ``finish_reason``; an unknown value is not recorded)."""
 
     def execute(self, call: ToolCall) -> ToolOutput:
         """Run one tool call (in the agent's sandbox, or at the user for ``ask_user``) and

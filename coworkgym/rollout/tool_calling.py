@@ -78,7 +78,9 @@ class ToolCallingHarness:
                 for index, call in enumerate(message.tool_calls or [])
             ]
             content = message.content or ""
-            episode.record_agent(content, calls, tokens_of(reply, choice))
+            episode.record_agent(
+                content, calls, tokens_of(reply, choice), getattr(choice, "finish_reason", None)
+            )
             wire.append(_assistant(content, calls))
             if not calls:
                 episode.end_turn(content)

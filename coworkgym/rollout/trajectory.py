@@ -31,6 +31,9 @@ SCHEMA_VERSION: Final = "cowork-gym.trajectory/v1"
 Role = Literal["system", "user", "assistant", "tool"]
 # Who produced a message's text: the policy (a training target) or the context around it.
 Source = Literal["agent", "system", "user", "tool", "workspace"]
+# OpenAI's finish reasons (vLLM's too); "length" matters to training: the reply was cut off,
+# so no end-of-turn token may be appended as a target after it.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
 
 
 class _Record(BaseModel):
@@ -76,6 +79,12 @@ class Message(_Record):
     tool_call_id: str | None = Field(None, description="the call a tool message answers")
     is_error: bool = Field(False, description="a tool result that reports a failure")
     tokens: TokenRecord | None = None
+    finish_reason: FinishReason | None = Field(
+        None,
+        description="why the model stopped generating this agent message, as the endpoint "
+        "said: stop (its end-of-turn), length (cut off by max_tokens: no end-of-turn was "
+        "produced), tool_calls, content_filter; None when not reported",
+    )
     elapsed_s: float = Field(0.0, ge=0, description="seconds since the rollout started")
 
     @model_validator(mode="after")
@@ -86,6 +95,8 @@ class Message(_Record):
             raise ValueError("a tool message needs the tool_call_id it answers")
         if self.tool_calls and self.role != "assistant":
             raise ValueError("only assistant messages carry tool calls")
+        if self.finish_reason is not None and self.source != "agent":
+            raise ValueError("finish_reason is recorded for agent messages only")
         if self.tokens is not None and self.source != "agent":
             raise ValueError("token ids are recorded for agent messages only")
         return self
@@ -249,6 +260,11 @@ class Trajectory(_Record):
     key: RolloutKey
     environment: EnvironmentRef
     policy: PolicyRef
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the tool schemas the policy was offered (OpenAI form), so training "
+        "renders the prompt the policy saw (a replay records the episode's tools too)",
+    )
     messages: list[Message] = Field(default_factory=list)
     interventions: list[UserIntervention] = Field(default_factory=list)
     workspace_events: list[WorkspaceEvent] = Field(default_factory=list)

@@ -98,11 +98,24 @@ def test_hermes_tool_call_blocks_become_tool_calls() -> None:
         'Reading it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.csv"}}\n'
         "</tool_call>\n<tool_call>{not json}</tool_call>"
     )
-    content, calls = parse_tool_calls(text)
-    assert [c["function"]["name"] for c in calls] == ["read_file"]
+    content, calls, malformed = parse_tool_calls(text)
+    assert [c["function"]["name"] for c in calls] == ["read_file", ""]
     assert calls[0]["function"]["arguments"] == '{"path": "a.csv"}'
-    assert content == "Reading it.\n\n<tool_call>{not json}</tool_call>"  # unparsed: kept
-    assert parse_tool_calls("plain") == ("plain", [])
+    # the malformed block is a call the harness answers with an error, not content
+    assert malformed == 1 and calls[1]["function"]["arguments"] == "{not json}"
+    assert content == "Reading it."
+    assert parse_tool_calls("plain") == ("plain", [], 0)
+
+
+def test_malformed_and_unclosed_blocks_keep_the_name_they_give() -> None:
+    text = '<tool_call>{"name": "shell", "arguments": {"command": "ls"</tool_call>'
+    _, calls, malformed = parse_tool_calls(text)
+    assert malformed == 1 and calls[0]["function"]["name"] == "shell"
+    cut = 'ok <tool_call>\n{"name": "write_file", "arguments": {"path": "a'  # max_tokens hit
+    content, calls, malformed = parse_tool_calls(cut)
+    assert (content, malformed, calls[0]["function"]["name"]) == ("ok", 1, "write_file")
+    _, calls, malformed = parse_tool_calls('<tool_call>{"arguments": {}}</tool_call>')
+    assert malformed == 1 and calls[0]["function"]["name"] == ""
 
 
 def test_the_server_listens_on_loopback_only(server: ChatServer) -> None:

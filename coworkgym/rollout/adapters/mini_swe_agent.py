@@ -140,8 +140,9 @@ class _EpisodeModel(LitellmModel):
             ToolCall(id=a["tool_call_id"], name=a["tool"], arguments=a["arguments"])
             for a in extra.get("actions", [])
         ]
+        response = extra.get("response")
         self.episode.record_agent(
-            str(message.get("content") or ""), calls, _tokens(extra.get("response"))
+            str(message.get("content") or ""), calls, _tokens(response), _finish(response)
         )
         return message
 
@@ -248,6 +249,15 @@ def _tokens(response: Any) -> TokenRecord | None:
     except ValueError:  # pydantic's ValidationError: not a reply we can read tokens from
         return None
     return tokens_of(reply, reply.choices[0]) if reply.choices else None
+
+
+def _finish(response: Any) -> str | None:
+    """The first choice's finish_reason in the raw response mini keeps, when it has one."""
+    if not isinstance(response, dict) or not response.get("choices"):
+        return None
+    first = response["choices"][0]
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 __all__ = ["MiniSweAgentHarness"]

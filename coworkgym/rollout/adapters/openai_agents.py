@@ -90,7 +90,12 @@ class _CompletionTap:
             calls.append(ToolCall(id=call.id or f"call_{index}", name=name, arguments=arguments))
             self.arguments[calls[-1].id] = (name, arguments)
         self.completions += 1
-        self.episode.record_agent(choice.message.content or "", calls, tokens_of(reply, choice))
+        self.episode.record_agent(
+            choice.message.content or "",
+            calls,
+            tokens_of(reply, choice),
+            getattr(choice, "finish_reason", None),
+        )
 
     def tool_not_found(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
         """A call to a tool the SDK does not know: the episode answers (and counts) it."""

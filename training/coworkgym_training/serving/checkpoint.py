@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any
 
 NOT_WEIGHTS = ("trainer_state.pt",)  # trainer/checkpoint.py TRAINER_STATE
+PRETRAINED_SCHEME = "pretrained:"  # pretrained:smollm2-135m-instruct, prepared in the cache
 
 
 def fetch_weights(location: str, into: Path, client: Any | None = None) -> Path:
     """``location`` as a local model folder: an s3:// prefix downloaded into ``into``
-    (but NOT_WEIGHTS), or a folder taken as it is. FileNotFoundError when there is none."""
+    (but NOT_WEIGHTS), ``pretrained:NAME`` (the prepared folder, see ``pretrained``), or a
+    folder taken as it is. FileNotFoundError when there is none."""
+    if location.startswith(PRETRAINED_SCHEME):
+        from ..pretrained import prepare
+
+        return prepare(location.removeprefix(PRETRAINED_SCHEME))
     if not location.startswith("s3://"):
         folder = Path(location)
         if not folder.is_dir():
@@ -41,6 +47,7 @@ def serve_checkpoint(
     host: str = "0.0.0.0",
     port: int = 8000,
     device: str = "cpu",
+    max_batch: int = 8,
     into: Path = Path("/tmp/served"),
     stop: threading.Event | None = None,
     say: Any = print,
@@ -56,11 +63,18 @@ def serve_checkpoint(
         signal.signal(signal.SIGTERM, lambda *_: signals.set())
         signal.signal(signal.SIGINT, lambda *_: signals.set())
         stop = signals
-    server = ChatServer(folder, model_name=model_name, host=host, port=port, device=device)
+    server = ChatServer(
+        folder, model_name=model_name, host=host, port=port, device=device, max_batch=max_batch
+    )
     with server:
         say(f"serving {location} as {model_name} on http://{host}:{server.port}/v1")
         stop.wait()
-    say(f"stopped serving {model_name} after {server.requests} request(s)")
+    stats = server.stats()
+    say(
+        f"stopped serving {model_name} after {stats['requests']} request(s): finish reasons "
+        f"{stats['finish_reasons']}, {stats['malformed_tool_calls']} malformed tool call(s), "
+        f"{stats['batches']} batch(es) of {stats['mean_batch']} on average"
+    )
 
 
 __all__ = ["NOT_WEIGHTS", "fetch_weights", "serve_checkpoint"]

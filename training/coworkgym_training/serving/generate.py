@@ -6,16 +6,26 @@ That distribution is the model's softmax at the request's temperature, before to
 truncation (as vLLM's processed log-probs): the quantity GRPO's policy ratio divides by
 when the objective's temperature is the sampling temperature.
 
-Tool calls are read from the text in the Hermes/Qwen form (``<tool_call>{"name": ...,
-"arguments": {...}}</tool_call>``), as vLLM's ``hermes`` parser does; a block that does
-not parse stays in the content.
+Tool calls are read from the text in the Hermes form (``<tool_call>{"name": ...,
+"arguments": {...}}</tool_call>``), the format ``chat_format`` renders them in when the
+checkpoint's template has none of its own. Unlike vLLM's ``hermes`` parser, which leaves a
+block that does not parse in the content (so the agent's turn would end there), a malformed
+block — bad JSON, no name, not closed — comes back as a tool call whose arguments are the
+raw text: the harness answers it with an error, counts it, and the policy goes on.
+
+Requests that arrive together are generated together: a scheduler thread takes what is
+queued (up to ``max_batch``), left-pads the prompts and samples every row in one forward
+pass per token, each row with its own temperature, top-p, seed and ``max_tokens``. A batch
+runs until its longest row ends (static batching, not vLLM's continuous batching).
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +33,12 @@ from typing import Any, cast
 
 import torch
 
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+from ..chat_format import with_tool_format
+
+# A block, closed or (at the end of the text) not; what is inside is judged afterwards.
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+DEFAULT_MAX_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,7 @@ class Completion:
     text: str
     finish_reason: str  # "stop" (an end-of-turn token) or "length"
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    malformed_tool_calls: int = 0
 
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,48 +85,87 @@ def _arguments(call: dict[str, Any]) -> Any:
     return parsed if isinstance(parsed, dict) else raw
 
 
-def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """The content without its parsed ``<tool_call>`` blocks, and the calls (OpenAI form)."""
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]], int]:
+    """The content without its ``<tool_call>`` blocks, the calls (OpenAI form), and how
+    many of them were malformed (their arguments are then the block's raw text, and the
+    name whatever the block names, possibly empty)."""
     calls: list[dict[str, Any]] = []
+    malformed = 0
 
     def take(match: re.Match[str]) -> str:
+        nonlocal malformed
+        raw = match.group(1).strip()
+        closed = match.group(0).endswith("</tool_call>")
         try:
-            parsed = json.loads(match.group(1))
+            parsed = json.loads(raw) if closed else None
         except json.JSONDecodeError:
-            return match.group(0)
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
-            return match.group(0)
-        arguments = parsed.get("arguments", {})
+            parsed = None
+        name = parsed.get("name") if isinstance(parsed, dict) else None
+        arguments = parsed.get("arguments", {}) if isinstance(parsed, dict) else None
+        if isinstance(name, str) and name and isinstance(arguments, dict | str):
+            wire = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        else:
+            malformed += 1
+            found = _NAME.search(raw)
+            name, wire = (found.group(1) if found else ""), raw
         calls.append(
             {
                 "id": f"call_{uuid.uuid4().hex[:12]}",
                 "type": "function",
-                "function": {
-                    "name": parsed["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                },
+                "function": {"name": name, "arguments": wire},
             }
         )
         return ""
 
     content = _TOOL_CALL.sub(take, text)
-    return (content.strip() if calls else content), calls
+    return (content.strip() if calls else content), calls, malformed
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    done: threading.Event = field(default_factory=threading.Event)
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish: str = "length"
+    error: BaseException | None = None
 
 
 class Generator:
-    """A checkpoint loaded for sampling. Requests run one at a time (a lock): this is a
-    test and small-scale server, not a batching engine."""
+    """A checkpoint loaded for sampling, with a scheduler that batches concurrent requests
+    (see the module docstring). ``batches`` and ``batched_rows`` count what it ran."""
 
-    def __init__(self, folder: Path, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        folder: Path,
+        device: str = "cpu",
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        gather_s: float = 0.005,
+    ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.folder = folder
         self.device = torch.device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        self.tokenizer = with_tool_format(tokenizer, source=str(folder))
         model: Any = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
         self.model = model.to(self.device).eval()
+        self.context_length = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
         self.stop_ids = self._stop_ids()
-        self._lock = threading.Lock()
+        self.pad_id = self._pad_id()
+        self.max_batch = max(1, max_batch)
+        self.gather_s = gather_s
+        self.batches = 0
+        self.batched_rows = 0
+        self.largest_batch = 0
+        self._queue: queue.Queue[_Request] = queue.Queue()
+        self._scheduler = threading.Thread(target=self._schedule, daemon=True, name="generator")
+        self._scheduler.start()
 
     def _stop_ids(self) -> set[int]:
         ids = set()
@@ -121,6 +176,12 @@ class Generator:
             if isinstance(found, int) and found != self.tokenizer.unk_token_id:
                 ids.add(found)
         return ids
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        if isinstance(pad, int):
+            return pad
+        return min(self.stop_ids) if self.stop_ids else 0
 
     def prompt_ids(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -133,7 +194,6 @@ class Generator:
         )
         return list(self.tokenizer.encode(str(text), add_special_tokens=False))
 
-    @torch.no_grad()
     def complete(
         self,
         messages: list[dict[str, Any]],
@@ -145,34 +205,99 @@ class Generator:
         seed: int | None = None,
     ) -> Completion:
         prompt = self.prompt_ids(messages, tools)
-        with self._lock:
-            ids, logprobs, finish = self._sample(prompt, max_tokens, temperature, top_p, seed)
-        shown = [i for i in ids if i not in self.stop_ids]
+        if self.context_length and len(prompt) >= self.context_length:
+            raise PromptTooLong(
+                f"the prompt is {len(prompt)} tokens; this model's context is "
+                f"{self.context_length}"
+            )
+        if self.context_length:  # as vLLM: generation stops at the context's end ("length")
+            max_tokens = min(max_tokens, self.context_length - len(prompt))
+        request = _Request(prompt, max_tokens, temperature, top_p, seed)
+        self._queue.put(request)
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        shown = [i for i in request.ids if i not in self.stop_ids]
         text = str(self.tokenizer.decode(shown, skip_special_tokens=True))
-        content, calls = parse_tool_calls(text)
-        return Completion(prompt, ids, logprobs, content, finish, calls)
+        content, calls, malformed = parse_tool_calls(text)
+        return Completion(
+            prompt, request.ids, request.logprobs, content, request.finish, calls, malformed
+        )
 
-    def _sample(
-        self, prompt: list[int], max_tokens: int, temperature: float, top_p: float, seed: int | None
-    ) -> tuple[list[int], list[float], str]:
-        generator = torch.Generator(device="cpu")
-        generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**31, ()).item()))
-        inputs = torch.tensor([prompt], device=self.device)
+    # ---- the scheduler ----------------------------------------------------------------
+    def _schedule(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            deadline = time.monotonic() + self.gather_s
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            try:
+                with torch.no_grad():
+                    self._sample(batch)
+            except Exception as exc:  # every waiting request learns of it
+                for request in batch:
+                    request.error = exc
+            finally:
+                self.batches += 1
+                self.batched_rows += len(batch)
+                self.largest_batch = max(self.largest_batch, len(batch))
+                for request in batch:
+                    request.done.set()
+
+    def _sample(self, batch: list[_Request]) -> None:
+        rows = len(batch)
+        width = max(len(r.prompt) for r in batch)
+        input_ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((rows, width), dtype=torch.long)
+        for row, request in enumerate(batch):  # left-padded: every row ends at the same place
+            input_ids[row, width - len(request.prompt) :] = torch.tensor(request.prompt)
+            attention[row, width - len(request.prompt) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        generators = [_seeded(r.seed) for r in batch]
+        active = [r.max_tokens > 0 for r in batch]
         cache = None
-        ids: list[int] = []
-        logprobs: list[float] = []
-        for _ in range(max_tokens):
-            output = self.model(input_ids=inputs, cache=cache, use_cache=True)
+        inputs, attention = input_ids.to(self.device), attention.to(self.device)
+        positions = positions.to(self.device)
+        while any(active):
+            output = self.model(
+                input_ids=inputs,
+                attention_mask=attention if rows > 1 else None,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+            )
             cache = output.cache
-            logits = output.logits[0, -1].float()
-            scaled = torch.log_softmax(logits / max(temperature, 1e-6), dim=-1)
-            token = _draw(scaled, top_p, temperature, generator)
-            ids.append(token)
-            logprobs.append(float(scaled[token]))
-            if token in self.stop_ids:
-                return ids, logprobs, "stop"
-            inputs = torch.tensor([[token]], device=self.device)
-        return ids, logprobs, "length"
+            logits = output.logits[:, -1].float()
+            chosen = []
+            for row, request in enumerate(batch):
+                if not active[row]:
+                    chosen.append(self.pad_id)
+                    continue
+                scaled = torch.log_softmax(logits[row] / max(request.temperature, 1e-6), dim=-1)
+                token = _draw(scaled, request.top_p, request.temperature, generators[row])
+                request.ids.append(token)
+                request.logprobs.append(float(scaled[token]))
+                if token in self.stop_ids:
+                    request.finish, active[row] = "stop", False
+                elif len(request.ids) >= request.max_tokens:
+                    request.finish, active[row] = "length", False
+                chosen.append(token)
+            inputs = torch.tensor([[t] for t in chosen], device=self.device)
+            attention = torch.cat([attention, attention.new_ones((rows, 1))], dim=1)
+            positions = positions[:, -1:] + 1
+
+
+class PromptTooLong(ValueError):
+    """A prompt that fills the model's context: a bad request (HTTP 400), as vLLM says."""
+
+
+def _seeded(seed: int | None) -> torch.Generator:
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**31, ()).item()))
+    return generator
 
 
 def _draw(
@@ -189,4 +314,10 @@ def _draw(
     return int(torch.multinomial(probs / probs.sum(), 1, generator=generator))
 
 
-__all__ = ["Completion", "Generator", "parse_tool_calls", "template_messages"]
+__all__ = [
+    "Completion",
+    "Generator",
+    "PromptTooLong",
+    "parse_tool_calls",
+    "template_messages",
+]

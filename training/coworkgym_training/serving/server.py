@@ -2,6 +2,7 @@
 the address it is given: 0.0.0.0 in an on-policy round's server pod, serving.checkpoint).
 
     GET  /v1/models             the one model, under the name it was started with
+    GET  /v1/stats              requests, finish reasons, malformed tool calls, batch sizes
     POST /v1/chat/completions   non-streaming; tools, temperature, top_p, max_tokens
                                 (or max_completion_tokens), seed, logprobs
 
@@ -21,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .generate import Completion, Generator
+from .generate import DEFAULT_MAX_BATCH, Completion, Generator
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -36,11 +37,15 @@ class ChatServer:
         port: int = 0,
         device: str = "cpu",
         max_tokens_limit: int = 4096,
+        max_batch: int = DEFAULT_MAX_BATCH,
     ) -> None:
-        self.generator = Generator(folder, device)
+        self.generator = Generator(folder, device, max_batch=max_batch)
         self.model_name = model_name
         self.max_tokens_limit = max_tokens_limit
         self.requests = 0
+        self.malformed_tool_calls = 0
+        self.finish_reasons: dict[str, int] = {}
+        self._count = threading.Lock()
         self.host = host
         self._http = ThreadingHTTPServer((host, port), _handler(self))
         self._http.daemon_threads = True
@@ -93,8 +98,27 @@ class ChatServer:
             top_p=1.0 if top_p is None else float(top_p),
             seed=None if seed is None else int(seed),
         )
-        self.requests += 1
-        return self._response(done, want_logprobs=bool(body.get("logprobs")))
+        response = self._response(done, want_logprobs=bool(body.get("logprobs")))
+        finish = str(response["choices"][0]["finish_reason"])
+        with self._count:
+            self.requests += 1
+            self.malformed_tool_calls += done.malformed_tool_calls
+            self.finish_reasons[finish] = self.finish_reasons.get(finish, 0) + 1
+        return response
+
+    def stats(self) -> dict[str, Any]:
+        """What was served: requests, finish reasons, malformed tool calls, batching."""
+        generator = self.generator
+        return {
+            "requests": self.requests,
+            "finish_reasons": dict(self.finish_reasons),
+            "malformed_tool_calls": self.malformed_tool_calls,
+            "batches": generator.batches,
+            "mean_batch": round(generator.batched_rows / generator.batches, 2)
+            if generator.batches
+            else 0.0,
+            "largest_batch": generator.largest_batch,
+        }
 
     def _response(self, done: Completion, *, want_logprobs: bool) -> dict[str, Any]:
         tokenizer = self.generator.tokenizer
@@ -102,7 +126,8 @@ class ChatServer:
         finish = done.finish_reason
         if done.tool_calls:
             message["tool_calls"] = done.tool_calls
-            finish = "tool_calls"
+            if finish == "stop":  # a reply cut off by max_tokens stays "length"
+                finish = "tool_calls"
         choice: dict[str, Any] = {
             "index": 0,
             "message": message,
@@ -158,6 +183,8 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, server.models())
             elif self.path.rstrip("/") in ("/health", "/v1/health"):
                 self._send(200, {"status": "ok"})
+            elif self.path.rstrip("/") == "/v1/stats":
+                self._send(200, server.stats())
             else:
                 self._send(404, _error(f"no route {self.path}", "not_found"))
 
