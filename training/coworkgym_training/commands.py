@@ -263,7 +263,10 @@ def _rounds(
 def serve_checkpoint_command(
     location: Annotated[
         str,
-        typer.Argument(help="the weights: a model folder, or an s3:// model or checkpoint prefix"),
+        typer.Argument(
+            help="the weights: a model folder, an s3:// model or checkpoint prefix, or "
+            "pretrained:NAME (see `cowork-gym pretrained list`)"
+        ),
     ],
     model_name: Annotated[
         str, typer.Option("--model-name", help="the name the server answers to")
@@ -271,6 +274,9 @@ def serve_checkpoint_command(
     host: Annotated[str, typer.Option(help="the address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="the port")] = 8000,
     device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+    max_batch: Annotated[
+        int, typer.Option(min=1, help="concurrent requests generated together, at most")
+    ] = 8,
     into: Annotated[Path, typer.Option(help="where s3:// weights are fetched to")] = Path(
         "/tmp/served"
     ),
@@ -287,6 +293,7 @@ def serve_checkpoint_command(
             host=host,
             port=port,
             device=device,
+            max_batch=max_batch,
             into=into,
             say=lambda text: out.print(escape(text), soft_wrap=True),
         )
@@ -299,6 +306,9 @@ def register(app: typer.Typer) -> None:
     app.command("select")(select_command)
     app.command("train")(train_command)
     app.command("serve-checkpoint")(serve_checkpoint_command)
+    from .pretrained_commands import app as pretrained_app
+
+    app.add_typer(pretrained_app, name="pretrained")
 
 
 __all__ = [
