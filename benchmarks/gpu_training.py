@@ -3,6 +3,12 @@
     python benchmarks/gpu_training.py [--seq-len 2048] [--batch 4] [--steps 10]
                                       [--objectives sft grpo] [--peak-tflops 989]
     python benchmarks/gpu_training.py --device cpu --tiny      # a smoke run, seconds
+    python benchmarks/gpu_training.py --learning [--out out/learning-gpu]
+
+``--learning`` runs ``benchmarks/learning.py`` (base → SFT → GRPO on held-out packages,
+SmolLM2-135M-Instruct) at a larger scale than the 2-core run: three families, 8 train and 6
+held-out seeds each, 80 SFT steps of 8 sequences, 8 samples per package and 8 GRPO steps,
+served and trained on the accelerator.
 
 The model is a Qwen2-0.5B-shaped configuration (24 layers, hidden 896, 14 heads with 2 KV
 heads, MLP 4864, vocabulary 151,936, tied embeddings: 494M parameters) with random weights:
@@ -187,7 +193,22 @@ def run(objective_name: str, args: argparse.Namespace, device: torch.device) -> 
     }
 
 
+LEARNING_AT_SCALE = [
+    "--families", "weather_report,report_figures,meeting_notes",
+    "--train-seeds", "8", "--heldout-seeds", "6",
+    "--sft-steps", "80", "--sft-batch", "8",
+    "--grpo-samples", "8", "--grpo-steps", "8", "--workers", "16",
+]  # fmt: skip
+
+
 def main() -> None:
+    if "--learning" in sys.argv[1:]:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import learning
+
+        rest = [a for a in sys.argv[1:] if a != "--learning"]
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        raise SystemExit(learning.main([*LEARNING_AT_SCALE, "--device", device, *rest]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model (smoke runs)")

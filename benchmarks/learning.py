@@ -66,6 +66,7 @@ class Settings:
     max_tokens: int
     max_steps: int
     workers: int
+    device: str = "cpu"
     smoke: bool = False
 
 
@@ -138,12 +139,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(model: str, name: str, log_path: Path) -> Iterator[str]:
+def served(model: str, name: str, log_path: Path, device: str = "cpu") -> Iterator[str]:
     """``cowork-gym serve-checkpoint`` on a free loopback port, until the block ends."""
     port = free_port()
     handle = log_path.open("w")
     process = subprocess.Popen(
-        [*CLI, "serve-checkpoint", model, "--model-name", name, "--port", str(port)],
+        [
+            *CLI,
+            "serve-checkpoint",
+            model,
+            "--model-name",
+            name,
+            "--port",
+            str(port),
+            "--device",
+            device,
+            "--max-batch",
+            "16",
+        ],
         stdout=handle,
         stderr=subprocess.STDOUT,
     )
@@ -186,7 +199,7 @@ def rollout(
     done = out / "trajectories.jsonl"
     if (out / ".done").exists():
         return done
-    with served(model, name, out.with_suffix(".server.log")) as url:
+    with served(model, name, out.with_suffix(".server.log"), s.device) as url:
         run([
             *CLI, "rollout", *packages, "--harness", "tool-calling", "--model", name,
             "--base-url", url, "--samples", str(samples), "--workers", str(s.workers),
@@ -211,7 +224,9 @@ def measure(stage: str, trajectories: list[Any]) -> Measurement:
     m.valid = len(valid)
     rewards = [t.verification.reward for t in valid if t.verification.reward is not None]
     m.mean_reward = round(sum(rewards) / len(rewards), 4) if rewards else None
-    m.pass_rate = round(sum(t.verification.passed for t in valid) / len(valid), 4) if valid else None
+    m.pass_rate = (
+        round(sum(t.verification.passed for t in valid) / len(valid), 4) if valid else None
+    )
     m.tool_calls = sum(t.usage.tool_calls for t in trajectories)
     m.malformed_tool_calls = sum(t.usage.malformed_tool_calls for t in trajectories)
     if m.tool_calls:
@@ -285,7 +300,7 @@ def train(
             "checkpoint_every": steps,
             "keep_checkpoints": 1,
             "workers": 1,
-            "device": "cpu",
+            "device": s.device,
             "hyperparameters": {"learning_rate": lr, "batch_size": batch, "warmup_steps": 0},
         }
         (out / "request.json").write_text(json.dumps(config, indent=2))
@@ -301,8 +316,10 @@ def train(
 # ---- the report -------------------------------------------------------------------------
 def table(rows: list[Measurement]) -> str:
     def f(value: float | None, pattern: str = "{:.3f}") -> str:
-        return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else (
-            pattern.format(value)
+        return (
+            "-"
+            if value is None or (isinstance(value, float) and math.isnan(value))
+            else (pattern.format(value))
         )
 
     lines = [
@@ -320,14 +337,14 @@ def table(rows: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "learning")
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--train-seeds", type=int, default=4, help="train packages per family")
     parser.add_argument("--heldout-seeds", type=int, default=3, help="held-out per family")
-    parser.add_argument("--sft-steps", type=int, default=24)
-    parser.add_argument("--sft-batch", type=int, default=2)
+    parser.add_argument("--sft-steps", type=int, default=20)
+    parser.add_argument("--sft-batch", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--grpo-samples", type=int, default=4)
     parser.add_argument("--grpo-steps", type=int, default=2)
@@ -335,9 +352,10 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=1536, help="per completion")
     parser.add_argument("--max-steps", type=int, default=6, help="model calls per rollout")
     parser.add_argument("--workers", type=int, default=4, help="parallel rollouts")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (serving and training)")
     parser.add_argument("--smoke", action="store_true", help="one package, one step each")
     parser.add_argument("--fresh", action="store_true", help="discard earlier stages' outputs")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     if a.smoke:
         a.families, a.train_seeds, a.heldout_seeds = "weather_report", 1, 1
         a.sft_steps, a.sft_batch, a.grpo_samples, a.grpo_steps = 1, 1, 2, 1
@@ -349,7 +367,8 @@ def main() -> int:
         heldout_seeds=list(range(101, 101 + a.heldout_seeds)),
         sft_steps=a.sft_steps, sft_batch=a.sft_batch, sft_lr=a.sft_lr,
         grpo_samples=a.grpo_samples, grpo_steps=a.grpo_steps, grpo_lr=a.grpo_lr,
-        max_tokens=a.max_tokens, max_steps=a.max_steps, workers=a.workers, smoke=a.smoke,
+        max_tokens=a.max_tokens, max_steps=a.max_steps, workers=a.workers, device=a.device,
+        smoke=a.smoke,
     )  # fmt: skip
     if a.fresh:
         shutil.rmtree(s.out, ignore_errors=True)

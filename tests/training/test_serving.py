@@ -61,7 +61,11 @@ def test_a_completion_carries_the_models_own_tokens_and_logprobs(server: ChatSer
             extra_body={"return_token_ids": True},
         )
         again = api.chat.completions.create(
-            model="tiny", messages=MESSAGES, max_tokens=6, temperature=0.8, seed=11  # type: ignore[arg-type]
+            model="tiny",
+            messages=MESSAGES,
+            max_tokens=6,
+            temperature=0.8,
+            seed=11,  # type: ignore[arg-type]
         )
     choice = reply.choices[0]
     extra = choice.model_extra or {}
@@ -121,3 +125,51 @@ def test_malformed_and_unclosed_blocks_keep_the_name_they_give() -> None:
 def test_the_server_listens_on_loopback_only(server: ChatServer) -> None:
     assert server.url.startswith("http://127.0.0.1:")
     assert server._http.server_address[0] == "127.0.0.1"
+
+
+def test_concurrent_requests_are_batched_and_sample_as_they_would_alone(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Left-padded rows of different lengths: each row's sampled tokens (same seed) and
+    log-probs are the ones it gets when served alone; a row that stops early does not stop
+    the others."""
+    import threading
+
+    from coworkgym_training.serving import Generator
+
+    folder = builders.saved_student(tmp_path_factory.mktemp("batched"), seed=3)
+    generator = Generator(folder, max_batch=4, gather_s=0.5)
+    conversations = [
+        MESSAGES[:2],
+        MESSAGES,
+        [{"role": "user", "content": "Hi."}],
+        [MESSAGES[0], {"role": "user", "content": "The totals look wrong; check the sheet."}],
+    ]
+    limits = [5, 9, 3, 7]
+    alone = [
+        generator.complete(c, max_tokens=n, temperature=0.9, seed=i)
+        for i, (c, n) in enumerate(zip(conversations, limits, strict=True))
+    ]
+    assert generator.largest_batch == 1
+    together: list[object] = [None] * 4
+
+    def ask(i: int) -> None:
+        together[i] = generator.complete(
+            conversations[i], max_tokens=limits[i], temperature=0.9, seed=i
+        )
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert generator.largest_batch >= 2  # they did run together
+    for solo, batched, limit in zip(alone, together, limits, strict=True):
+        assert batched.completion_ids == solo.completion_ids  # type: ignore[attr-defined]
+        assert batched.finish_reason == solo.finish_reason  # type: ignore[attr-defined]
+        assert len(solo.completion_ids) <= limit
+        assert torch.allclose(
+            torch.tensor(batched.logprobs),
+            torch.tensor(solo.logprobs),
+            atol=1e-4,  # type: ignore[attr-defined]
+        )

@@ -86,8 +86,11 @@ def with_tool_format(tokenizer: Any, *, source: str = "") -> Any:
             "ChatML; give the model folder a chat template that renders `tools`"
         )
     tokenizer.chat_template = TOOL_CHATML
-    log.info("chat template renders no tools; using the declared format", format=TOOL_FORMAT,
-             model=source or None)
+    log.info(
+        "chat template renders no tools; using the declared format",
+        format=TOOL_FORMAT,
+        model=source or None,
+    )
     return tokenizer
 
 

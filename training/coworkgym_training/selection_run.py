@@ -13,6 +13,7 @@ import torch
 
 from coworkgym.rollout.reading import Record, input_files, iter_records
 
+from .chat_format import with_tool_format
 from .score import DEFAULT_RANK_CLIP, score_trajectory
 from .select import Candidate, LengthBy, Method, select
 from .selection_report import SelectionReport, TrajectoryVerdict, summarize_bins
@@ -47,6 +48,8 @@ def load_student(path: Path, device: str | None = None) -> Student:
         )
     chosen = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if getattr(tokenizer, "chat_template", None) is not None:
+        with_tool_format(tokenizer, source=str(path))  # as the checkpoint server renders
     if getattr(tokenizer, "chat_template", None) is None:
         raise SelectionError(
             f"--model {path}: the tokenizer has no chat_template; trajectories are rendered "

@@ -166,8 +166,10 @@ def tokenize_trajectory(
 ) -> TokenizedTrajectory:
     """Render `trajectory` into input ids and an agent mask (see the module docstring).
     `use_recorded_tokens=False` ignores ``TokenRecord``s and renders every agent message
-    with the template (what a record without token ids gets anyway)."""
-    renderer = _Renderer(tokenizer, tools)
+    with the template (what a record without token ids gets anyway). ``tools`` defaults to
+    the ones the trajectory records it offered the policy, so the prompt is the one the
+    policy saw."""
+    renderer = _Renderer(tokenizer, tools if tools is not None else (trajectory.tools or None))
     messages = [chat_message(m) for m in trajectory.messages]
     agent_indices = [i for i, m in enumerate(trajectory.messages) if m.trainable]
     end_of_turn = _end_of_turn_ids(renderer)
@@ -259,7 +261,7 @@ def naive_render(
 ) -> list[int]:
     """The whole conversation rendered by the template at once and re-tokenized: what a
     trainer gets when it ignores the recorded token ids. Kept to measure drift."""
-    renderer = _Renderer(tokenizer, tools)
+    renderer = _Renderer(tokenizer, tools if tools is not None else (trajectory.tools or None))
     text = renderer.text([chat_message(m) for m in trajectory.messages], generation_prompt=False)
     return renderer.encode(text)
 

@@ -207,9 +207,7 @@ class _EpisodeAgent(DefaultAgent):
         if pending is not None:
             added += self.add_messages({"role": "user", "content": pending})
         if self.episode.done:
-            raise Submitted(
-                {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}}
-            )
+            raise Submitted({"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}})
         return added
 
 

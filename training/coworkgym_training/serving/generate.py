@@ -207,8 +207,7 @@ class Generator:
         prompt = self.prompt_ids(messages, tools)
         if self.context_length and len(prompt) >= self.context_length:
             raise PromptTooLong(
-                f"the prompt is {len(prompt)} tokens; this model's context is "
-                f"{self.context_length}"
+                f"the prompt is {len(prompt)} tokens; this model's context is {self.context_length}"
             )
         if self.context_length:  # as vLLM: generation stops at the context's end ("length")
             max_tokens = min(max_tokens, self.context_length - len(prompt))

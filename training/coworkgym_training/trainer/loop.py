@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..chat_format import with_tool_format
 from ..objectives import Objective, build_objective, collate
 from .checkpoint import restore_trainer_state, save_checkpoint
 from .config import TrainConfig
@@ -95,7 +96,11 @@ class Worker:
 
         config = self.config
         torch.manual_seed(config.hyperparameters.seed)
-        tokenizer = AutoTokenizer.from_pretrained(config.model, local_files_only=True)
+        # the tool format the checkpoint server renders with (chat_format)
+        tokenizer = with_tool_format(
+            AutoTokenizer.from_pretrained(config.model, local_files_only=True),
+            source=str(config.model),
+        )
         last = self.store.latest()
         self.status = self.status.model_copy(
             update={
