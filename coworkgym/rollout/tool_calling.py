@@ -154,7 +154,9 @@ def _model_error(exc: openai.APIError) -> HarnessError:
 
 
 def _assistant(content: str, calls: list[ToolCall]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"role": "assistant", "content": content or None}
+    # content is "" rather than null beside tool calls: OpenAI and vLLM take either, but
+    # llama.cpp's server (llama-cpp-python) refuses a null (its schema wants a string)
+    entry: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         entry["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
