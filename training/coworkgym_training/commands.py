@@ -62,6 +62,15 @@ def select_command(
     device: Annotated[
         str | None, typer.Option(help="torch device (default: cuda when available, else cpu)")
     ] = None,
+    by_group: Annotated[
+        bool,
+        typer.Option(
+            "--by-group/--by-trajectory",
+            help="keep or drop whole GRPO groups (one package under one harness and model; "
+            "a group scores its members' mean; singleton groups dropped): use it when "
+            "selecting data for GRPO",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Keep the trajectories that suit a student: NLL or RSR under it, inside
@@ -84,6 +93,7 @@ def select_command(
         "bins": bins,
         "length_by": _length_by(length_by),
         "rank_clip": rank_clip,
+        "by_group": by_group,
     }
     try:
         student = load_student(model, device)
@@ -134,6 +144,13 @@ def train_command(
     max_steps: Annotated[int | None, typer.Option(help="optimizer steps in all")] = None,
     batch_size: Annotated[
         int | None, typer.Option(help="sequences per step, all workers together")
+    ] = None,
+    micro_batch_size: Annotated[
+        int | None,
+        typer.Option(
+            help="sequences per forward/backward on each worker; gradients accumulate over "
+            "a step's micro-batches (default: a worker's whole share at once)"
+        ),
     ] = None,
     learning_rate: Annotated[float | None, typer.Option()] = None,
     checkpoint: Annotated[
@@ -211,7 +228,11 @@ def train_command(
     fields = train_fields(
         base,
         flags,
-        hyperparameters={"batch_size": batch_size, "learning_rate": learning_rate},
+        hyperparameters={
+            "batch_size": batch_size,
+            "micro_batch_size": micro_batch_size,
+            "learning_rate": learning_rate,
+        },
         selection={"method": select, "keep": keep} if select else None,
         objective_options=options,
     )

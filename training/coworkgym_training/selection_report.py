@@ -29,7 +29,10 @@ class TrajectoryVerdict(_Record):
     rsr: float | None = None
     bin: int | None = None
     kept: bool
-    reason: str | None = Field(None, description="why it was not binned (unscorable)")
+    reason: str | None = Field(
+        None, description="why it was not binned (unscorable; a singleton group by group)"
+    )
+    group: str | None = Field(None, description="its GRPO group (objectives.group_key)")
 
 
 class BinSummary(_Record):
@@ -51,8 +54,10 @@ class SelectionReport(_Record):
     length_by: LengthBy
     rank_clip: int
     model: str
+    by_group: bool = Field(False, description="whole GRPO groups kept or dropped")
     entered: int
     unscorable: int
+    singleton: int = Field(0, description="dropped as the one scorable member of its group")
     kept: int
     dropped: int
     bins: list[BinSummary]
@@ -88,7 +93,8 @@ def summarize_bins(
 def selection_table(report: SelectionReport) -> Table:
     title = (
         f"selection by {report.method.upper()} under {report.model}: "
-        f"{report.entered} in → {report.kept} kept ({report.keep:.0%} budget per bin)"
+        f"{report.entered} in → {report.kept} kept ({report.keep:.0%} budget per bin"
+        f"{', by group' if report.by_group else ''})"
     )
     table = Table(title=title)
     for column in ("bin", f"length ({report.length_by})", "entered", "kept", "dropped"):
@@ -108,6 +114,9 @@ def selection_table(report: SelectionReport) -> Table:
         )
     if report.unscorable:
         table.add_row("—", "unscorable", str(report.unscorable), "0", str(report.unscorable), "")
+    if report.singleton:
+        count = str(report.singleton)
+        table.add_row("—", "singleton group", count, "0", count, "")
     return table
 
 

@@ -14,6 +14,7 @@ import torch
 from coworkgym.rollout.reading import Record, input_files, iter_records
 
 from .chat_format import with_tool_format
+from .objectives import group_key
 from .score import DEFAULT_RANK_CLIP, score_trajectory
 from .select import Candidate, LengthBy, Method, select
 from .selection_report import SelectionReport, TrajectoryVerdict, summarize_bins
@@ -73,13 +74,19 @@ def select_records(
     bins: int,
     length_by: LengthBy = "tokens",
     rank_clip: int = DEFAULT_RANK_CLIP,
+    by_group: bool = False,
 ) -> tuple[SelectionReport, list[Record]]:
-    """The report and the kept records, in input order."""
+    """The report and the kept records, in input order. With `by_group`, whole GRPO groups
+    are kept or dropped (see ``select``). Each trajectory is rendered with the tools it
+    records (``Trajectory.tools``, tokenize's default), as the policy saw its prompt."""
     records = list(records)
     verdicts: list[TrajectoryVerdict] = []
     candidates: list[Candidate] = []
     for record in records:
-        verdict = TrajectoryVerdict(id=record.trajectory.id, where=record.where, kept=False)
+        group = group_key(record.trajectory)
+        verdict = TrajectoryVerdict(
+            id=record.trajectory.id, where=record.where, kept=False, group=group
+        )
         try:
             tokenized = tokenize_trajectory(record.trajectory, student.tokenizer)
         except TokenizationError as exc:
@@ -103,14 +110,20 @@ def select_records(
                 }
             )
         )
-        candidates.append(Candidate(record.trajectory.id, length, score.nll, score.rsr))
+        candidates.append(
+            Candidate(record.trajectory.id, length, score.nll, score.rsr, group=group)
+        )
 
-    decisions = {d.candidate.id: d for d in select(candidates, method=method, keep=keep, bins=bins)}
+    chosen = select(candidates, method=method, keep=keep, bins=bins, by_group=by_group)
+    decisions = {d.candidate.id: d for d in chosen}
     final: list[TrajectoryVerdict] = []
+    unscorable = sum(v.reason is not None for v in verdicts)
     for verdict in verdicts:
         decision = decisions.get(verdict.id) if verdict.reason is None else None
         if decision is not None:
-            verdict = verdict.model_copy(update={"bin": decision.bin, "kept": decision.kept})
+            verdict = verdict.model_copy(
+                update={"bin": decision.bin, "kept": decision.kept, "reason": decision.reason}
+            )
         final.append(verdict)
     kept_where = {v.where for v in final if v.kept}
     report = SelectionReport(
@@ -120,8 +133,10 @@ def select_records(
         length_by=length_by,
         rank_clip=rank_clip,
         model=student.name,
+        by_group=by_group,
         entered=len(final),
-        unscorable=sum(v.reason is not None for v in final),
+        unscorable=unscorable,
+        singleton=sum(d.reason is not None for d in chosen),
         kept=len(kept_where),
         dropped=len(final) - len(kept_where),
         bins=summarize_bins(final, method),

@@ -32,6 +32,15 @@ class Selection(_Config):
     method: SelectionMethod = "nll"
     keep: float = Field(0.7, gt=0.0, le=1.0, description="the fraction each length bin keeps")
     bins: int = Field(5, ge=1, description="equal-frequency length bins")
+    by_group: bool | None = Field(
+        None,
+        description="keep or drop whole GRPO groups (scored by their members' mean, "
+        "singleton groups dropped) instead of single trajectories; None: on for the grpo "
+        "objective, off otherwise",
+    )
+
+    def groups_for(self, objective: ObjectiveName) -> bool:
+        return objective == "grpo" if self.by_group is None else self.by_group
 
 
 class Hyperparameters(_Config):
@@ -40,6 +49,14 @@ class Hyperparameters(_Config):
     warmup_steps: int = Field(0, ge=0, description="linear warm-up, then constant")
     batch_size: int = Field(
         8, ge=1, description="sequences per optimizer step, summed over the workers"
+    )
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="sequences per forward and backward on each worker: a worker's share "
+        "of the step is split into micro-batches whose gradients accumulate before the "
+        "optimizer step (the loss normalised by the step's global target-token count, so "
+        "the step is the one over the whole batch); None: the whole share at once",
     )
     max_grad_norm: float = Field(1.0, gt=0.0, description="gradients clipped to this norm")
     seed: int = Field(0, description="the data order and the initial RNG state")
@@ -80,14 +97,22 @@ class TrainConfig(_Config):
     max_failures: int = Field(
         2, ge=0, description="worker-group restarts (from the last checkpoint) before failing"
     )
-    reference_model: Path | None = Field(None, description="GRPO's KL reference (optional)")
+    reference_model: Path | None = Field(
+        None, description="GRPO's KL reference (default: the starting model, `model`)"
+    )
+    optimizer_state_from: Path | None = Field(
+        None,
+        description="a checkpoint folder whose trainer_state.pt (AdamW's moments and the "
+        "learning-rate schedule, not its step count) a run without a checkpoint of its own "
+        "starts from: an on-policy round continues the previous round's optimizer",
+    )
     teacher_model: Path | None = Field(None, description="OPD's teacher (required for opd)")
     metrics_port: int | None = Field(
         None, ge=0, le=65535, description="serve Prometheus metrics on 127.0.0.1:PORT"
     )
     object_store_mb: int = Field(128, ge=80, description="Ray's object store (unused by data)")
 
-    @field_validator("model", "out", "reference_model", "teacher_model")
+    @field_validator("model", "out", "reference_model", "teacher_model", "optimizer_state_from")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return value.expanduser().absolute() if value is not None else None

@@ -5,11 +5,15 @@ flags reduced over the group, and FSDP2 sharding on GPUs.
 all-reduce per bucket after backward. It is DDP's arithmetic without DDP's wrapper, so the
 objectives see the Hugging Face model itself (they project only target positions through
 its head) and an MoE layer whose experts got no tokens on one worker needs no special
-handling (its missing gradients count as zeros). *FSDP* shards each decoder layer and
-the root with ``torch.distributed.fsdp.fully_shard`` (bf16 compute on GPUs); the
-objectives then run the model's own forward (see ``FullForward``) so FSDP's hooks gather
-and free the shards. FSDP also runs on CPU with gloo, in float32, which is how the tests
-check it against the replicated strategy.
+handling (its missing gradients count as zeros). *FSDP* shards each decoder layer with
+``torch.distributed.fsdp.fully_shard`` (bf16 compute on GPUs) and makes the root an
+``ObjectiveForward``: a module whose forward *is* the objective's loss on the wrapped
+Hugging Face model. FSDP's root hooks then gather the root's parameters (embeddings, final
+norm, LM head) around the whole loss, and the objective sees the model itself, so it
+projects only the target states through the head in vocabulary tiles, as on the replicated
+path, instead of running the model's forward to [batch, time, vocab] logits. FSDP also runs
+on CPU with gloo, in float32, which is how the tests check it against the replicated
+strategy.
 """
 
 from __future__ import annotations
@@ -90,34 +94,44 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
-def shard_fsdp(model: nn.Module, bf16: bool) -> nn.Module:
-    """Shard in place; with `bf16`, compute in bfloat16 and reduce gradients in float32
-    (the weights and optimizer stay float32)."""
+class ObjectiveForward(nn.Module):
+    """The FSDP root: ``forward(batch, extra)`` returns ``objective.loss(model, batch,
+    **extra)``. Parameters the decoder layers do not own (embeddings, final norm, LM head)
+    belong to this root, and FSDP gathers them before this forward and reduces their
+    gradients after backward, so the objective may use the head's weight directly (the
+    chunked log-prob head) rather than only through the model's own forward."""
+
+    def __init__(self, model: nn.Module, objective: Any) -> None:
+        super().__init__()
+        self.model = model
+        self.objective = objective  # not a module: holds no parameters
+
+    def forward(self, batch: Any, extra: dict[str, Any]) -> Any:
+        return self.objective.loss(self.model, batch, **extra)
+
+
+def shard_fsdp(model: nn.Module, objective: Any, bf16: bool) -> ObjectiveForward:
+    """Shard `model` in place under an ``ObjectiveForward`` root and return the root (the
+    model keeps its own attribute names, so checkpoints and the optimizer use `model`).
+    With `bf16`, compute in bfloat16 and reduce gradients in float32 (the weights and
+    optimizer stay float32). The root does not cast its inputs: the batch's float fields
+    (behaviour log-probs, advantages) stay float32."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    policy = MixedPrecisionPolicy(
-        param_dtype=torch.bfloat16 if bf16 else None, reduce_dtype=torch.float32
-    )
+    param_dtype = torch.bfloat16 if bf16 else None
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     for layer in decoder_layers(model):
         fully_shard(layer, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
-    return model
-
-
-class FullForward(nn.Module):
-    """The model behind a plain ``forward``: an objective given this calls the model's own
-    forward (which FSDP's root hooks need) instead of projecting hidden states itself."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.inner = model
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.inner(*args, **kwargs)
+    root = ObjectiveForward(model, objective)
+    root_policy = MixedPrecisionPolicy(
+        param_dtype=param_dtype, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
+    fully_shard(root, mp_policy=root_policy)
+    return root
 
 
 __all__ = [
-    "FullForward",
+    "ObjectiveForward",
     "all_agree",
     "average_gradients",
     "barrier",

@@ -2,9 +2,11 @@
 
     resume: the store's latest checkpoint (weights, optimizer, step), else the base model
     for step in last + 1 … max_steps:
-        this worker's share of the step's batch → objective loss
+        this worker's share of the step's batch, in micro-batches → objective loss of each,
+        scaled by its share of the step's global target count (see ``accumulation``) →
+        backward, gradients accumulating
         a non-finite loss on any worker → the run fails here (nothing stepped or saved)
-        backward → gradients averaged (replicated) or reduce-scattered (FSDP) → clip → step
+        gradients averaged (replicated) or reduce-scattered (FSDP) → clip → step
         metrics reduced over the workers → rank 0 logs them (JSONL, Prometheus)
         every checkpoint_every steps and at the end: a checkpoint
     rank 0 writes status.json all along
@@ -26,12 +28,14 @@ from typing import Any
 import torch
 
 from ..chat_format import with_tool_format
-from ..objectives import Objective, build_objective, collate
+from ..objectives import Objective, ObjectiveError, build_objective, collate
+from ..objectives.batching import Batch
+from ..objectives.examples import PrepReport
+from .accumulation import loss_scale, loss_units, micro_chunks
 from .checkpoint import restore_trainer_state, save_checkpoint
 from .config import TrainConfig
 from .data import RunData, load_data, step_batch, worker_share
 from .distributed import (
-    FullForward,
     all_agree,
     average_gradients,
     barrier,
@@ -43,6 +47,8 @@ from .status import FailureReason, RunStatus, State, read_status
 from .store import CheckpointStore, store_for
 
 WORKERS_DIR = "workers"  # rank-<r>.pid: the live worker processes (to watch or to kill)
+# the objectives' metrics that are counts, summed over micro-batches (the others averaged)
+COUNTED_METRICS = frozenset({"tokens"})
 
 
 def train_worker(payload: dict[str, Any]) -> None:
@@ -75,6 +81,7 @@ class Worker:
         self.out = config.out
         previous = read_status(self.out)
         self.attempt = (previous.attempt + 1) if previous and previous.state == "running" else 1
+        self.root: Any = None  # the FSDP root (an ObjectiveForward) under fsdp
         self.sink = MetricsSink(self.out, self.out.name, config.metrics_port) if rank == 0 else None
         self.status = RunStatus(
             state="running", max_steps=config.max_steps, attempt=self.attempt
@@ -115,8 +122,10 @@ class Worker:
         objective = build_objective(config.objective, config.objective_options)
         model = self._load_model(weights)
         objective.prepare(model)
+        # The loss: the objective on the model itself; under FSDP through the sharded root
+        # (its forward is the loss), so both strategies run the same chunked LM head.
         if config.strategy == "fsdp":
-            model = shard_fsdp(model, bf16=self.device.type == "cuda")
+            self.root = shard_fsdp(model, objective, bf16=self.device.type == "cuda")
         trainable = [p for p in model.parameters() if p.requires_grad]
         hp = config.hyperparameters
         optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
@@ -126,17 +135,17 @@ class Worker:
         )
         if last is not None:
             restore_trainer_state(weights, model, optimizer, scheduler)
-        data = load_data(config, self.data_files, tokenizer)
+        elif config.optimizer_state_from is not None:  # an on-policy round goes on
+            restore_trainer_state(config.optimizer_state_from, model, optimizer, scheduler)
+        try:
+            data = load_data(config, self.data_files, tokenizer)
+        except ObjectiveError as exc:  # data the objective refuses: a retry would too
+            self._finish("failed", reason="error", message=f"cannot train on the data: {exc}")
+            return
         if self.rank == 0:
             (self.out / "data_report.json").write_text(data.report.model_dump_json(indent=2))
         if not data.examples:
-            dropped = ", ".join(f"{k} {v}" for k, v in sorted(data.report.dropped.items()))
-            self._finish(
-                "failed",
-                reason="no_examples",
-                message=f"no {config.objective} example in the data "
-                f"({data.report.trajectories} trajectories; dropped: {dropped or 'none'})",
-            )
+            self._finish("failed", reason="no_examples", message=no_examples_message(data.report))
             return
         self._publish(data)
         extra = self._extra_models(objective)
@@ -244,15 +253,42 @@ class Worker:
         started = time.perf_counter()
         share = step_batch(len(data.examples), step, hp.batch_size, hp.seed)
         examples = [data.examples[i] for i in worker_share(share, self.rank, self.world)]
+        largest = len(worker_share(share, 0, self.world))  # rank 0's share is the largest
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        batch = collate(examples, pad_id)
-        forward = FullForward(model) if self.config.strategy == "fsdp" else model
-        with self._autocast():
-            loss, metrics = objective.loss(forward, batch, **extra)
-        if not all_agree(bool(torch.isfinite(loss.detach()).item()), self.device):
-            self._fail_non_finite(step, "loss", metrics)
+        chunks = micro_chunks(examples, hp.micro_batch_size, largest)
+        batches = [collate(chunk or examples[:1], pad_id) for chunk in chunks]
+        options = self.config.objective_options
+        units = [
+            loss_units(self.config.objective, options, b) if chunk else 0
+            for chunk, b in zip(chunks, batches, strict=True)
+        ]
+        (total_units,) = reduce_sums([sum(units)], self.device)
+        sharded = self.root is not None
+        finite, loss_sum, tokens_here = True, 0.0, 0
+        weighted: dict[str, float] = {}
+        for index, (chunk, batch, count) in enumerate(zip(chunks, batches, units, strict=True)):
+            if not chunk and not sharded:
+                continue  # FSDP runs an empty chunk (weight 0) to match the others' passes
+            if sharded:  # reduce-scatter once, after the last micro-batch
+                self.root.set_requires_gradient_sync(index == len(chunks) - 1)
+            with self._autocast():
+                loss, metrics = self._loss(model, objective, batch, extra)
+            finite = finite and bool(torch.isfinite(loss.detach()).item())
+            scaled = loss * loss_scale(count, total_units, self.world)
+            scaled.backward()  # type: ignore[no-untyped-call]
+            if chunk:
+                loss_sum += float(loss.detach()) * count
+                tokens_here += int(batch["attention_mask"].sum().item())
+                for key, value in metrics.items():  # counts add up, the rest averages
+                    weight = 1 if key in COUNTED_METRICS else count
+                    weighted[key] = weighted.get(key, 0.0) + value * weight
+        metrics = {
+            k: v if k in COUNTED_METRICS else v / max(sum(units), 1) for k, v in weighted.items()
+        }
+        if not all_agree(finite, self.device):
+            optimizer.zero_grad(set_to_none=True)
+            self._fail_non_finite(step, "loss", {"loss": loss_sum / max(sum(units), 1)})
             return None
-        loss.backward()  # type: ignore[no-untyped-call]
         if self.config.strategy == "replicated":
             average_gradients(trainable)
         norm: Any = torch.nn.utils.clip_grad_norm_(trainable, hp.max_grad_norm)
@@ -268,14 +304,13 @@ class Worker:
         known = data.rewards
         rewards = [known[e.trajectory_id] for e in examples if e.trajectory_id in known]
         tokens, loss_sum, reward_sum, rewarded = reduce_sums(
-            [batch["attention_mask"].sum().item(), loss.item(), sum(rewards), len(rewards)],
-            self.device,
+            [tokens_here, loss_sum, sum(rewards), len(rewards)], self.device
         )
         seconds = time.perf_counter() - started
         return {
             "step": step,
             "attempt": self.attempt,
-            "loss": loss_sum / self.world,
+            "loss": loss_sum / max(total_units, 1.0),  # the step's global mean
             "tokens": int(tokens),
             "tokens_per_second": tokens / seconds if seconds > 0 else None,
             "grad_norm": grad_norm,
@@ -285,6 +320,14 @@ class Worker:
             "seconds": round(seconds, 4),
             **{f"objective/{k}": v for k, v in metrics.items() if k != "loss"},
         }
+
+    def _loss(
+        self, model: Any, objective: Objective, batch: Batch, extra: dict[str, Any]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        if self.root is not None:
+            loss, metrics = self.root(batch, extra)
+            return loss, metrics
+        return objective.loss(model, batch, **extra)
 
     def _autocast(self) -> AbstractContextManager[Any]:
         if self.device.type == "cuda" and self.config.strategy == "replicated":
@@ -321,4 +364,28 @@ class Worker:
             self.status.write(self.out)
 
 
-__all__ = ["WORKERS_DIR", "Worker", "train_worker"]
+def no_examples_message(report: PrepReport) -> str:
+    """Why a run has nothing to train on; for GRPO, why no group is usable and how to
+    roll out data that has one."""
+    dropped = ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items()))
+    counts = f"{report.trajectories} trajectories; dropped: {dropped or 'none'}"
+    if report.objective != "grpo":
+        return f"no {report.objective} example in the data ({counts})"
+    explain = getattr(report, "no_usable_group_reason", None)  # PrepReport's own, if any
+    reason = explain() if callable(explain) else explain
+    if isinstance(reason, str) and reason:
+        return f"{reason} ({counts})"
+    singletons, flat = report.groups_singleton, report.groups_zero_variance
+    return (
+        f"no GRPO group with reward spread: {_counted(singletons, 'singleton group')}, "
+        f"{_counted(flat, 'zero-variance group')}; a group is one package under one "
+        "harness and model — roll out ≥2 samples per package under the same harness, "
+        f"e.g. --samples 4 ({counts})"
+    )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+__all__ = ["WORKERS_DIR", "Worker", "no_examples_message", "train_worker"]

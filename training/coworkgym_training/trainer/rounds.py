@@ -6,11 +6,15 @@ rollouts, and go on from the new checkpoint.
               ──train (grpo | opd, Ray Train)──▶ OUT/round-r/train/checkpoints/ = checkpoint_r+1
 
 Each round's rollouts carry the served model's name (``<name>@round-r``), so their GRPO
-groups never mix rounds. A round whose rollouts give no example (e.g. GRPO groups all
-without reward variance) is recorded as ``skipped`` and the next round serves the same
-checkpoint again. ``OUT/rounds.json`` says what each round served, rolled out and saved;
-a re-run skips the rounds that finished (their status.json says succeeded) and the
-rollout store skips rollouts already stored, so a stopped loop resumes.
+groups never mix rounds. Every round is one stretch of the same optimisation: its KL
+reference stays round 0's model (``train.reference_model``, else ``train.model``), not
+the checkpoint the round starts from, and its AdamW moments and learning-rate schedule
+continue from the previous trained round's checkpoint (its ``trainer_state.pt``). A round
+whose rollouts give no example (e.g. GRPO groups all without reward variance) is recorded
+as ``skipped`` and the next round serves the same checkpoint again. ``OUT/rounds.json``
+says what each round served, rolled out and saved; a re-run skips the rounds that finished
+(their status.json says succeeded) and the rollout store skips rollouts already stored, so
+a stopped loop resumes.
 
 GPU clusters serve with vLLM instead of ``ChatServer``; the hand-offs are the same files.
 """
@@ -145,13 +149,22 @@ def _round(config: RoundsConfig, index: int, model: Path, progress: Any) -> Roun
 def _round_train_config(
     config: RoundsConfig, index: int, model: Path, folder: Path
 ) -> TrainConfig:
+    from .checkpoint import TRAINER_STATE
+
     base = config.train
     checkpoint = None
     if base.checkpoint is not None:
         checkpoint = f"{base.checkpoint.rstrip('/')}/round-{index:03d}"
     fields = base.model_dump(mode="json")
+    # The starting checkpoint of a later round is the previous round's: its optimizer state
+    # carries over, while the KL reference stays the first model whatever round this is.
+    carried = base.optimizer_state_from
+    if model != base.model:
+        carried = model if (model / TRAINER_STATE).is_file() else None
     fields.update(
         model=str(model),
+        reference_model=str(base.reference_model or base.model),
+        optimizer_state_from=str(carried) if carried is not None else None,
         data=[str(folder / "rollouts")],
         out=str(folder / "train"),
         checkpoint=checkpoint,

@@ -66,6 +66,7 @@ def prepare_data(config: TrainConfig) -> list[Path]:
         method=config.selection.method,
         keep=config.selection.keep,
         bins=config.selection.bins,
+        by_group=config.selection.groups_for(config.objective),  # GRPO: whole groups
     )
     write_report(report, config.out / "selection")
     if report.kept == 0:
