@@ -61,6 +61,7 @@ class Settings:
     sft_batch: int
     sft_lr: float
     grpo_samples: int
+    grpo_packages: int
     grpo_steps: int
     grpo_lr: float
     max_tokens: int
@@ -205,6 +206,8 @@ def rollout(
             "--base-url", url, "--samples", str(samples), "--workers", str(s.workers),
             "--temperature", str(temperature), "--max-tokens", str(s.max_tokens),
             "--max-steps", str(s.max_steps), "--seed", "0", "--out", out,
+            # a CPU-served model writes a 1,000-token reply in minutes, batched with others
+            "--request-timeout", "3600",
         ])  # fmt: skip
     (out / ".done").touch()
     return done
@@ -347,11 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sft-batch", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--grpo-samples", type=int, default=4)
+    parser.add_argument(
+        "--grpo-packages", type=int, default=2, help="train packages per family in the round"
+    )
     parser.add_argument("--grpo-steps", type=int, default=2)
     parser.add_argument("--grpo-lr", type=float, default=1e-5)
     parser.add_argument("--max-tokens", type=int, default=1536, help="per completion")
     parser.add_argument("--max-steps", type=int, default=6, help="model calls per rollout")
-    parser.add_argument("--workers", type=int, default=4, help="parallel rollouts")
+    parser.add_argument("--workers", type=int, default=8, help="parallel rollouts")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (serving and training)")
     parser.add_argument("--smoke", action="store_true", help="one package, one step each")
     parser.add_argument("--fresh", action="store_true", help="discard earlier stages' outputs")
@@ -366,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         train_seeds=list(range(1, a.train_seeds + 1)),
         heldout_seeds=list(range(101, 101 + a.heldout_seeds)),
         sft_steps=a.sft_steps, sft_batch=a.sft_batch, sft_lr=a.sft_lr,
-        grpo_samples=a.grpo_samples, grpo_steps=a.grpo_steps, grpo_lr=a.grpo_lr,
+        grpo_samples=a.grpo_samples, grpo_packages=a.grpo_packages, grpo_steps=a.grpo_steps, grpo_lr=a.grpo_lr,
         max_tokens=a.max_tokens, max_steps=a.max_steps, workers=a.workers, device=a.device,
         smoke=a.smoke,
     )  # fmt: skip
@@ -408,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(evaluate(s, "sft", str(sft), sft, heldout_packages, heldout_oracle))
 
     # one on-policy GRPO round from the SFT checkpoint, on the train packages
-    on_policy = rollout(s, str(sft), f"{MODEL}-sft", train_packages,
+    # the first --grpo-packages train packages of each family
+    round_packages = [p for p in train_packages
+                      if int(p.name.rsplit("-s", 1)[1]) <= s.grpo_packages]  # fmt: skip
+    on_policy = rollout(s, str(sft), f"{MODEL}-sft", round_packages,
                         s.out / "rollouts" / "grpo-round-1", samples=s.grpo_samples,
                         temperature=1.0)  # fmt: skip
     grpo_data = s.out / "data" / "grpo.jsonl"

@@ -460,6 +460,14 @@ def rollout(
     timeout: Annotated[
         float | None, typer.Option(help="seconds per rollout (default: the task's agent timeout)")
     ] = None,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="seconds per model call before the client retries (a CPU-served model "
+            "writing a long reply needs more than the default)",
+        ),
+    ] = 180.0,
     token_budget: Annotated[int, typer.Option(help="tokens per rollout")] = 2_000_000,
     user_model: Annotated[
         str | None, typer.Option(help="an LLM plays the user (default: scripted)")
@@ -534,9 +542,11 @@ def rollout(
         seed=seed,
         max_steps=max_steps,
         request_logprobs=not no_logprobs,
+        extra={"request_timeout_s": request_timeout},
     )
     engine = RolloutEngine(
         limits=RolloutLimits(timeout_s=timeout, token_budget=token_budget),
+        request_timeout_s=request_timeout,
         user_endpoint=endpoint(user_model, user_base_url, "--user"),
         judge_endpoint=endpoint(judge_model, judge_base_url, "--judge"),
     )

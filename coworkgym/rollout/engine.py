@@ -501,7 +501,11 @@ class RolloutEngine:
         """One gateway for every rollout of this engine, started on first need."""
         with self._lock:  # parallel workers may all need it first at once
             if self._gateway is None:
-                self._gateway = Gateway(token_budget=self.limits.token_budget).start()
+                self._gateway = Gateway(
+                    token_budget=self.limits.token_budget,
+                    # the gateway waits on the upstream at least as long as its callers do
+                    upstream_timeout_s=max(300.0, self.request_timeout_s),
+                ).start()
             return self._gateway
 
     def close(self) -> None:
