@@ -372,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         train_seeds=list(range(1, a.train_seeds + 1)),
         heldout_seeds=list(range(101, 101 + a.heldout_seeds)),
         sft_steps=a.sft_steps, sft_batch=a.sft_batch, sft_lr=a.sft_lr,
-        grpo_samples=a.grpo_samples, grpo_packages=a.grpo_packages, grpo_steps=a.grpo_steps, grpo_lr=a.grpo_lr,
+        grpo_samples=a.grpo_samples, grpo_packages=a.grpo_packages, grpo_steps=a.grpo_steps,
+        grpo_lr=a.grpo_lr,
         max_tokens=a.max_tokens, max_steps=a.max_steps, workers=a.workers, device=a.device,
         smoke=a.smoke,
     )  # fmt: skip
