@@ -134,6 +134,7 @@ def test_grpo_loss_equals_trl_grpo_trainer(
     model, reference = data.model(sharp=True), data.model(seed=2, sharp=True)
     ours, metrics = build_objective("grpo", config).loss(model, batch, reference_model=reference)
     assert 0 < metrics["clip_fraction"] < 1  # the clip is exercised
+    assert metrics["dual_clip_fraction"] == 0  # TRL has no dual clip: it must not bind here
 
     trainer = grpo_trainer(
         copy.deepcopy(model),

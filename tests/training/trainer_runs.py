@@ -38,6 +38,9 @@ def config(root: Path, **changes: Any) -> TrainConfig:
         "max_steps": 4,
         "checkpoint_every": 2,
         "hyperparameters": hyperparameters,
+        # The data are graded GRPO groups, most of them failures: SFT trains on all of them
+        # here (by default it keeps the verifier's passes only).
+        "objective_options": {"sft_min_reward": None},
         **changes,
     }
     if fields["objective"] == "opd":

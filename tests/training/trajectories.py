@@ -1,5 +1,7 @@
 """Trajectory records for the training tests: a two-turn rollout with tool calls, reasoning
-in the first reply, a user follow-up after a workspace patch, and a final answer."""
+in the first reply, a user follow-up after a workspace patch, and a final answer. It
+records sampling at temperature 1.0, so the losses' references (untempered log-softmax)
+hold; tests of other temperatures set theirs."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def two_turns(*, sample: int = 0, **message_changes: dict[str, Any]) -> Trajecto
     for key, changes in message_changes.items():
         listed[int(key.removeprefix("m"))].update(changes)
     data["messages"] = listed
+    data["policy"]["sampling"] = {"temperature": 1.0}
     return Trajectory.model_validate(data)
 
 

@@ -7,7 +7,10 @@ The sequence is built segment by segment, in message order:
   and masked out;
 - **agent** messages (``Message.source == "agent"``) are the training targets. When the
   trajectory recorded the policy's own token ids (``TokenRecord.completion_ids``) they are
-  used exactly as sampled; otherwise the message is rendered with the template.
+  used exactly as sampled; otherwise the message is rendered with the template. A turn
+  ends with the template's end-of-turn token as a target, unless the reply was cut off by
+  ``max_tokens`` (``finish_reason == "length"``): the policy never ended it, so the token
+  the template closes it with is context.
 
 Why not render the whole conversation once and locate the assistant spans in it? Because
 that re-tokenizes what the policy generated and re-renders earlier turns, and both drift:
@@ -214,13 +217,20 @@ def tokenize_trajectory(
             )
             append(renderer.encode(context), False, "template")
 
-        # The agent's own turn.
+        # The agent's own turn. A reply cut off by max_tokens ("length") has no end-of-turn
+        # of the policy's: the template closes it in the next call's prompt, so there it is
+        # context (and after the last agent turn nothing), never a target.
+        cut_off = trajectory.messages[index].finish_reason == "length"
+        closing_context = cut_off and index != agent_indices[-1]
         if record is not None:
             append(record.completion_ids, True, "recorded", index, record.logprobs)
             # A server that stops on the end-of-turn token may leave it out of the ids; the
             # policy did end its turn there, so it is a target (without a logprob).
             if end_of_turn and record.completion_ids[-len(end_of_turn) :] != end_of_turn:
-                append(end_of_turn, True, "template", index)
+                if not cut_off:
+                    append(end_of_turn, True, "template", index)
+                elif closing_context:
+                    append(end_of_turn, False, "template")
         else:
             text = renderer.delta(
                 messages[:index],
@@ -229,7 +239,14 @@ def tokenize_trajectory(
                 generation_prompt=False,
                 stand_in=[_STAND_IN_USER],
             )
-            append(renderer.encode(text.rstrip()), True, "template", index)
+            rendered = renderer.encode(text.rstrip())
+            closes = bool(end_of_turn) and rendered[-len(end_of_turn) :] == end_of_turn
+            if cut_off and closes:
+                append(rendered[: -len(end_of_turn)], True, "template", index)
+                if closing_context:
+                    append(end_of_turn, False, "template")
+            else:
+                append(rendered, True, "template", index)
         previous = index + 1
 
     return TokenizedTrajectory(

@@ -8,6 +8,9 @@ The trainer's path::
     batch = collate(examples[:8], pad_id=tokenizer.pad_token_id)
     loss, metrics = objective.loss(model, batch, reference_model=ref)
 
+When GRPO keeps no example, ``no_usable_group_reason(report)`` says why in words a user can
+act on (singleton or zero-variance groups, and how to roll out usable ones).
+
 ``docs/training.md`` gives the definitions (reward, advantages, clipping, KL).
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 from .base import Metrics, Objective, ObjectiveError
 from .batching import Batch, collate, target_count
 from .config import (
+    DEFAULT_TEMPERATURE,
     OBJECTIVES,
     GRPOSettings,
     ObjectiveConfig,
@@ -23,11 +27,18 @@ from .config import (
     OPDSettings,
     RewardSettings,
 )
-from .examples import PrepReport, TrainExample, examples_from_trajectories, group_key
+from .examples import (
+    PrepReport,
+    TrainExample,
+    examples_from_trajectories,
+    group_key,
+    no_usable_group_reason,
+    sampling_temperature,
+)
 from .grpo import GRPOObjective
 from .moe import freeze_router, router_modules
 from .opd import OPDObjective, attach_teacher_topk
-from .reward import geometric_reward, group_advantages, trajectory_reward
+from .reward import geometric_reward, group_advantages, sft_drop_reason, trajectory_reward
 from .sft import SFTObjective
 
 
@@ -44,6 +55,7 @@ def build_objective(name: ObjectiveName, config: ObjectiveConfig | None = None) 
 
 
 __all__ = [
+    "DEFAULT_TEMPERATURE",
     "OBJECTIVES",
     "Batch",
     "GRPOObjective",
@@ -67,7 +79,10 @@ __all__ = [
     "geometric_reward",
     "group_advantages",
     "group_key",
+    "no_usable_group_reason",
     "router_modules",
+    "sampling_temperature",
+    "sft_drop_reason",
     "target_count",
     "trajectory_reward",
 ]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-
-from .batching import Batch
 from .config import ObjectiveName
+
+if TYPE_CHECKING:  # batching imports examples, which raises ObjectiveError from here
+    import torch
+
+    from .batching import Batch
 
 Metrics = dict[str, float]
 

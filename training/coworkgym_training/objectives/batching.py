@@ -21,8 +21,9 @@ Batch = dict[str, torch.Tensor]
 
 def collate(examples: Sequence[TrainExample], pad_id: int) -> Batch:
     """Tensors for one batch: input_ids, attention_mask, target_mask, behaviour_logprobs
-    (NaN where not recorded), advantages (GRPO, 0 where absent), rewards, and the teacher
-    top-k when every example carries it."""
+    (NaN where not recorded), advantages (GRPO, 0 where absent), rewards, temperature (per
+    row: what its logits are divided by), and the teacher top-k when every example carries
+    it."""
     if not examples:
         raise ValueError("collate needs at least one example")
     width = max(len(e) for e in examples)
@@ -50,6 +51,7 @@ def collate(examples: Sequence[TrainExample], pad_id: int) -> Batch:
         "rewards": torch.tensor(
             [math.nan if e.reward is None else e.reward for e in examples], dtype=torch.float32
         ),
+        "temperature": torch.tensor([e.temperature for e in examples], dtype=torch.float64),
     }
     if all(e.teacher_topk_ids is not None for e in examples):
         batch["teacher_topk_ids"] = torch.tensor(

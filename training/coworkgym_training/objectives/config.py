@@ -3,12 +3,14 @@ resource pass through unchanged."""
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ObjectiveName = Literal["sft", "grpo", "opd"]
 OBJECTIVES: tuple[ObjectiveName, ...] = ("sft", "grpo", "opd")
+# The temperature of a trajectory that records none (an oracle replay, a scripted policy).
+DEFAULT_TEMPERATURE: Final = 1.0
 
 
 class _Settings(BaseModel):
@@ -52,6 +54,19 @@ class GRPOSettings(_Settings):
     clip_epsilon_low: float = Field(0.2, ge=0, lt=1, description="ratio floor 1 - ε_low")
     clip_epsilon_high: float = Field(0.2, ge=0, description="ratio ceiling 1 + ε_high")
     kl_beta: float = Field(0.0, ge=0, description="weight of the KL to the reference model")
+    log_ratio_clamp: float = Field(
+        20.0,
+        gt=0,
+        description="ℓ − ℓ_b is clamped to ±this before exp (as verl does), so one token "
+        "the behaviour policy found very unlikely cannot overflow the ratio",
+    )
+    dual_clip_ratio: float | None = Field(
+        3.0,
+        gt=1,
+        description="dual-clip PPO (verl's clip_ratio_c): for a negative advantage the "
+        "per-token loss is capped at −A·c, so a ratio far above 1 cannot blow up the loss "
+        "and its gradient; None: no cap (TRL's GRPO loss)",
+    )
     loss_aggregation: Literal["token", "sequence"] = Field(
         "token",
         description="token: mean over every agent token of the batch (TRL's bnpo); "
@@ -69,8 +84,19 @@ class OPDSettings(_Settings):
 
 
 class ObjectiveConfig(_Settings):
-    temperature: float = Field(
-        1.0, gt=0, description="logits are divided by it (the behaviour policy's sampling one)"
+    temperature: float | None = Field(
+        None,
+        gt=0,
+        description="logits are divided by it; None: each trajectory's own sampling "
+        "temperature (policy.sampling.temperature, 1.0 where none is recorded), the one its "
+        "behaviour log-probs are of. Set, it wins over what the trajectories record",
+    )
+    sft_min_reward: float | Literal["passed"] | None = Field(
+        "passed",
+        description="which trajectories SFT trains on: passed (default): those the verifier "
+        "passed (verification.passed: reward at least the package's pass_threshold, as the "
+        "rollout summary's pass_rate counts them); a number: a valid reward at least this; "
+        "None: every trajectory, whatever its reward. GRPO and OPD ignore it",
     )
     freeze_moe_router: bool | None = Field(
         None,
@@ -80,6 +106,16 @@ class ObjectiveConfig(_Settings):
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     opd: OPDSettings = Field(default_factory=OPDSettings)
 
+    @model_validator(mode="after")
+    def _reward_in_range(self) -> Self:
+        bound = self.sft_min_reward
+        if isinstance(bound, float) and not 0.0 <= bound <= 1.0:
+            raise ValueError(
+                f"sft_min_reward {bound} is outside the reward range [0, 1]: use a value in "
+                "it, 'passed' (the verifier's pass) or null (keep every trajectory)"
+            )
+        return self
+
     def router_frozen_for(self, objective: ObjectiveName) -> bool:
         if self.freeze_moe_router is not None:
             return self.freeze_moe_router
@@ -87,6 +123,7 @@ class ObjectiveConfig(_Settings):
 
 
 __all__ = [
+    "DEFAULT_TEMPERATURE",
     "OBJECTIVES",
     "GRPOSettings",
     "OPDSettings",

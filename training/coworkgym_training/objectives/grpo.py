@@ -3,7 +3,15 @@
 For a target token with current log-prob ℓ, behaviour log-prob ℓ_b (recorded in the
 trajectory when the rollout was sampled) and its trajectory's advantage A:
 
-    ρ = exp(ℓ − ℓ_b),  loss_t = −min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A) + β·KL_t
+    ρ = exp(clamp(ℓ − ℓ_b, −L, L)),  l_t = −min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)
+    loss_t = min(l_t, −c·A) if A < 0 else l_t,  plus β·KL_t
+
+Two guards against a behaviour log-prob far below the current one (a token the sampler
+found very unlikely, or a stale record): the log-ratio is clamped to ±L (20, as verl does)
+so ρ stays finite, and for a negative advantage the token's loss is capped at −c·A (dual
+clip, c = 3 as verl's ``clip_ratio_c``; Ye et al. 2020, "Mastering Complex Control in MOBA
+Games with Deep RL"). The PPO clip alone bounds only the side that favours the update: for
+A < 0 and ρ ≫ 1 the unclipped term ρ·A is the one min() keeps, and it is unbounded.
 
 KL_t = exp(ℓ_ref − ℓ) − (ℓ_ref − ℓ) − 1, the k3 estimator of KL(π_θ‖π_ref), as TRL and
 DeepSeekMath use. A token whose behaviour log-prob was not recorded is taken as on-policy:
@@ -58,9 +66,15 @@ class GRPOObjective:
         behaviour = torch.where(recorded, behaviour, logprobs.detach())
         advantages = batch["advantages"].to(device)[scored.rows]
 
-        ratio = torch.exp(logprobs - behaviour)
+        bound = settings.log_ratio_clamp
+        ratio = torch.exp(torch.clamp(logprobs - behaviour, -bound, bound))
         clipped = torch.clamp(ratio, 1 - settings.clip_epsilon_low, 1 + settings.clip_epsilon_high)
         per_token = -torch.min(ratio * advantages, clipped * advantages)
+        dual_clipped = None
+        if settings.dual_clip_ratio is not None:
+            cap = -settings.dual_clip_ratio * advantages
+            dual_clipped = (advantages < 0) & (per_token > cap)
+            per_token = torch.where(dual_clipped, cap, per_token)
         kl = None
         if self.needs_reference:
             with torch.no_grad():
@@ -85,7 +99,15 @@ class GRPOObjective:
                 "loss": float(loss.detach()),
                 "tokens": float(per_token.numel()),
                 "clip_fraction": float((low | high).sum()) / count,
+                "dual_clip_fraction": (
+                    float(dual_clipped.sum()) / count if dual_clipped is not None else 0.0
+                ),
+                "log_ratio_clamped_fraction": float(
+                    ((logprobs.detach() - behaviour).abs() > bound).sum()
+                )
+                / count,
                 "ratio_mean": float(ratio.mean()) if per_token.numel() else 1.0,
+                "ratio_max": float(ratio.max()) if per_token.numel() else 1.0,
                 "behaviour_recorded_fraction": float(recorded.sum()) / count,
                 "advantage_mean": float(batch["advantages"].mean()),
             }

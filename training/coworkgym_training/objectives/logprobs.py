@@ -9,6 +9,10 @@ ops elsewhere). OPD needs the whole next-token distribution and gets the [target
 logits. A model whose head does more than a linear projection, soft-capping and a logit
 scale (or a wrapper without a ``config``, such as an FSDP root behind ``FullForward``)
 goes through its own forward instead, and the target rows are taken from its logits.
+
+Logits are divided by a temperature: the one the caller gives, else the batch's per-row
+``temperature`` (each example's sampling temperature). Rows at different temperatures share
+the backbone pass; the head runs once per distinct temperature.
 """
 
 from __future__ import annotations
@@ -62,41 +66,96 @@ def _targets(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Te
     return input_ids, attention, found
 
 
+# A temperature for the whole batch, or one per target (in the targets' order).
+Temperature = float | torch.Tensor
+
+
+def batch_temperature(batch: Batch, temperature: float | None = None) -> float | torch.Tensor:
+    """What `batch`'s logits are divided by: `temperature` when given, else the batch's
+    ``temperature`` row values — one float when they agree (1.0 for a batch without them),
+    else the [B] tensor."""
+    if temperature is not None:
+        return float(temperature)
+    rows = batch.get("temperature")
+    if rows is None or rows.numel() == 0:
+        return 1.0
+    distinct = set(rows.tolist())
+    return float(distinct.pop()) if len(distinct) == 1 else rows
+
+
+def _per_target(temperature: float | torch.Tensor, found: Targets) -> Temperature:
+    if isinstance(temperature, float):
+        return temperature
+    return temperature.to(found.rows.device)[found.rows]
+
+
 def target_logprobs(
-    model: Any, batch: Batch, *, temperature: float = 1.0, top1: bool = False
+    model: Any, batch: Batch, *, temperature: float | None = None, top1: bool = False
 ) -> TargetLogprobs:
     """log π(y_t | h_t) at every target of `batch`, in row-major order (and, with `top1`,
-    whether each target is the model's most likely token)."""
+    whether each target is the model's most likely token); `temperature` None: the
+    batch's own (see ``batch_temperature``)."""
     input_ids, attention, found = _targets(batch, _device(model))
+    temperatures = _per_target(batch_temperature(batch, temperature), found)
     head = _chunkable_head(model)
     if head is None:
-        logits = _full_logits(model, input_ids, attention, found, temperature)
+        logits = _full_logits(model, input_ids, attention, found, temperatures)
         best = (logits.argmax(-1) == found.tokens) if top1 else None
         logprobs = token_logprobs(logits, found.tokens)
         return TargetLogprobs(logprobs, found.tokens, found.rows, best)
     softcap, scale = head
     states = _states(model, input_ids, attention, found)
     head_layer = model.get_output_embeddings()
-    weight, bias = head_layer.weight, head_layer.bias
     extras = ("is_top1",) if top1 else ()
-    logprobs, _, _, _, is_top1 = ChunkedLogProbFunction.apply(
-        states, weight, bias, found.tokens, temperature, VOCAB_TILE, softcap, scale, extras
-    )
-    return TargetLogprobs(logprobs.float(), found.tokens, found.rows, is_top1)
+
+    def chunked(
+        where: torch.Tensor | None, value: float
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        picked = states if where is None else states[where]
+        tokens = found.tokens if where is None else found.tokens[where]
+        logprobs, _, _, _, is_top1 = ChunkedLogProbFunction.apply(
+            picked, head_layer.weight, head_layer.bias, tokens, value, VOCAB_TILE, softcap,
+            scale, extras,
+        )  # fmt: skip
+        return logprobs.float(), is_top1
+
+    if isinstance(temperatures, float):
+        logprobs, is_top1 = chunked(None, temperatures)
+        return TargetLogprobs(logprobs, found.tokens, found.rows, is_top1)
+    # One head pass per temperature, put back in the targets' order.
+    pieces, tops, order = [], [], []
+    for value in sorted(set(temperatures.tolist())):
+        where = (temperatures == value).nonzero(as_tuple=True)[0]
+        piece, top = chunked(where, float(value))
+        pieces.append(piece)
+        tops.append(top)
+        order.append(where)
+    inverse = torch.empty_like(found.tokens)
+    positions = torch.cat(order)
+    inverse[positions] = torch.arange(positions.numel(), device=positions.device)
+    logprobs = torch.cat(pieces)[inverse]
+    is_top1 = torch.cat([t for t in tops if t is not None])[inverse] if top1 else None
+    return TargetLogprobs(logprobs, found.tokens, found.rows, is_top1)
 
 
-def target_logits(model: Any, batch: Batch, *, temperature: float = 1.0) -> TargetLogits:
-    """The next-token logits at every target of `batch`, in row-major order."""
+def target_logits(model: Any, batch: Batch, *, temperature: float | None = None) -> TargetLogits:
+    """The next-token logits at every target of `batch`, in row-major order, divided by
+    `temperature` (None: the batch's own, see ``batch_temperature``)."""
     input_ids, attention, found = _targets(batch, _device(model))
+    temperatures = _per_target(batch_temperature(batch, temperature), found)
     head = _chunkable_head(model)
     if head is None or head != (None, 1.0):
-        logits = _full_logits(model, input_ids, attention, found, temperature)
+        logits = _full_logits(model, input_ids, attention, found, temperatures)
     else:
         states = _states(model, input_ids, attention, found)
-        logits = model.get_output_embeddings()(states).float()
-        if temperature != 1.0:
-            logits = logits / temperature
+        logits = _tempered(model.get_output_embeddings()(states).float(), temperatures)
     return TargetLogits(logits=logits, targets=found.tokens, rows=found.rows)
+
+
+def _tempered(logits: torch.Tensor, temperature: Temperature) -> torch.Tensor:
+    if isinstance(temperature, float):
+        return logits / temperature if temperature != 1.0 else logits
+    return logits / temperature.to(logits.dtype)[:, None]
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -131,11 +190,11 @@ def _full_logits(
     input_ids: torch.Tensor,
     attention: torch.Tensor,
     found: Targets,
-    temperature: float,
+    temperature: Temperature,
 ) -> torch.Tensor:
     full = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
     logits: torch.Tensor = full[:, :-1][found.predicts].float()
-    return logits / temperature if temperature != 1.0 else logits
+    return _tempered(logits, temperature)
 
 
 def _chunkable_head(model: Any) -> tuple[float | None, float] | None:
@@ -162,6 +221,7 @@ __all__ = [
     "VOCAB_TILE",
     "TargetLogits",
     "TargetLogprobs",
+    "batch_temperature",
     "flat_targets",
     "per_row_mean",
     "target_logits",

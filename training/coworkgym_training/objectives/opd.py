@@ -98,11 +98,13 @@ def attach_teacher_topk(
     *,
     top_k: int,
     pad_id: int,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     batch_size: int = 8,
 ) -> list[TrainExample]:
     """The examples with the teacher's k most likely tokens (and their full-vocabulary
-    log-probs) at each agent token, so training needs no teacher in memory."""
+    log-probs) at each agent token, so training needs no teacher in memory. The teacher's
+    logits are divided by `temperature`, by default each example's own (as the loss divides
+    the student's)."""
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, not {top_k}")
     out: list[TrainExample] = []

@@ -6,7 +6,8 @@ trustworthy reward (invalid verification, none at all, a non-finite value) is *m
 leaves its group and the batch, and is never counted as a 0.
 
 Within a group (rollouts of one environment under one harness and policy):
-A_i = (R_i − mean R) / std R (unbiased std, as TRL), or R_i − mean R without scaling. A
+A_i = (R_i − mean R) / (std R + 1e-4) (unbiased std and the same epsilon as TRL), or
+R_i − mean R without scaling. A
 group whose rewards span no more than the tolerance carries no signal and is dropped, as
 is a group with a single valid member.
 """
@@ -17,10 +18,18 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from coworkgym.rollout.trajectory import Trajectory
+from coworkgym.verifier.engine.scoring import Scoring
 
 from .config import GRPOSettings, RewardSettings
+
+# Added to a group's reward std before dividing by it, as TRL's GRPOTrainer does: a group
+# whose spread is barely above the zero-variance tolerance cannot give huge advantages.
+ADVANTAGE_EPSILON: Final = 1e-4
+# The verifier's default pass threshold, for records that predate ``verification.passed``.
+DEFAULT_PASS_THRESHOLD: Final = Scoring.pass_threshold
 
 
 def geometric_reward(
@@ -83,14 +92,39 @@ def group_advantages(rewards: Sequence[float], settings: GRPOSettings) -> GroupA
     centred = [r - mean for r in rewards]
     if not settings.scale_advantages:
         return GroupAdvantages(centred)
-    std = statistics.stdev(rewards)  # > 0: the span is above the tolerance
-    return GroupAdvantages([c / std for c in centred])
+    std = statistics.stdev(rewards)
+    return GroupAdvantages([c / (std + ADVANTAGE_EPSILON) for c in centred])
+
+
+def sft_drop_reason(
+    trajectory: Trajectory, min_reward: float | Literal["passed"] | None
+) -> str | None:
+    """Why SFT does not train on `trajectory` under ``sft_min_reward`` (None: it does).
+
+    ``"passed"`` is the verifier's pass as the rollout summary's pass_rate counts it:
+    ``verification.passed``, recorded as reward ≥ the package's ``scoring.pass_threshold``;
+    a record without it (an older one) is judged by the default threshold (0.99)."""
+    if min_reward is None:
+        return None
+    reward = trajectory.reward
+    if reward is None or not math.isfinite(reward):
+        return "invalid_reward"
+    if min_reward == "passed":
+        verification = trajectory.verification
+        passed = verification.passed if verification is not None else None
+        if passed is None:
+            passed = reward >= DEFAULT_PASS_THRESHOLD
+        return None if passed else "below_sft_min_reward"
+    return None if reward >= min_reward else "below_sft_min_reward"
 
 
 __all__ = [
+    "ADVANTAGE_EPSILON",
+    "DEFAULT_PASS_THRESHOLD",
     "GroupAdvantages",
     "RewardOutcome",
     "geometric_reward",
     "group_advantages",
+    "sft_drop_reason",
     "trajectory_reward",
 ]
