@@ -143,6 +143,12 @@ def train_config(spec: TrainingRunSpec, round_training: RoundTraining | None = N
         }
     if spec.teacher:
         config["teacher_model"] = _local(spec.teacher, "teacher")
+    if round_training is not None and round_training.index > 0 and round_training.model != spec.model:
+        # A later round goes on from the last one: the KL reference stays the run's first
+        # model, and AdamW's moments and the schedule come with the checkpoint's weights
+        # (the pod stages its trainer_state.pt for this, training_pod.prepare).
+        config["reference_model"] = _local(spec.model, "reference")
+        config["optimizer_state_from"] = config["model"]
     return config
 
 
@@ -166,7 +172,9 @@ def train_plan(
         output = f"{round_folder(output, round_training.index)}/train"
         model = round_training.model
     stage: dict[str, str] = {f"{WORK}/data": data_uri}
-    for location, name in ((model, "model"), (spec.teacher, "teacher")):
+    goes_on = round_training is not None and round_training.index > 0 and model != spec.model
+    reference = spec.model if goes_on else None
+    for location, name in ((model, "model"), (spec.teacher, "teacher"), (reference, "reference")):
         if location and location.startswith("s3://"):
             stage[f"{WORK}/{name}"] = location
     keep = spec.selection.keep if spec.selection.method != "none" else 1.0

@@ -264,7 +264,9 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     config = dict(plan.get("config") or {})
     staged = plan.get("stage") or {}
     client = _s3() if staged else None
-    weights = {str(config.get("model")), str(config.get("teacher_model"))}
+    weights = {str(config.get(k)) for k in ("model", "teacher_model", "reference_model")}
+    # a round that goes on from a checkpoint reads its optimizer state: that one is kept
+    weights.discard(str(config.get("optimizer_state_from")))
     for local, uri in staged.items():
         skip = NOT_WEIGHTS if local in weights else ()
         files = stage(str(uri), Path(local), client, skip)

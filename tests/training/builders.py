@@ -170,7 +170,7 @@ def tiny_model(vocab_size: int, seed: int = 0) -> LlamaForCausalLM:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=2048,
+        max_position_embeddings=8192,  # room for a rendered tool list (the server refuses longer)
     )
     model = LlamaForCausalLM(config)
     model.eval()  # type: ignore[no-untyped-call]

@@ -209,3 +209,29 @@ def test_a_round_stages_the_weights_it_served_but_not_their_optimizer_state(
     ]  # fmt: skip
     assert (data / "kept.jsonl").is_file()
     assert config["max_steps"] == 3  # 3 trajectories × 2 epochs / batch 2
+
+
+def test_a_round_that_goes_on_from_a_checkpoint_stages_its_optimizer_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later on-policy round carries AdamW over (config.optimizer_state_from names the
+    staged checkpoint): its trainer_state.pt comes too; the reference's does not."""
+    bucket = FolderS3(tmp_path / "s3")
+    for prefix in ("checkpoints/round-000/step-000002", "models/tiny"):
+        folder = tmp_path / "s3" / "runs" / prefix
+        folder.mkdir(parents=True)
+        for name in ("model.safetensors", "config.json", "trainer_state.pt"):
+            (folder / name).write_text(name)
+    monkeypatch.setattr(training_pod, "_s3", lambda: bucket)
+    model, reference = tmp_path / "model", tmp_path / "reference"
+    plan = {
+        "config": {"model": str(model), "reference_model": str(reference),
+                   "optimizer_state_from": str(model), "data": [], "max_steps": 2},
+        "configFile": str(tmp_path / "config.json"),
+        "stage": {str(model): "s3://runs/checkpoints/round-000/step-000002",
+                  str(reference): "s3://runs/models/tiny"},
+    }  # fmt: skip
+    training_pod.prepare(plan)
+    assert (model / "trainer_state.pt").is_file()
+    assert not (reference / "trainer_state.pt").exists()
+    assert (reference / "model.safetensors").is_file()

@@ -187,8 +187,15 @@ def test_the_rounds_training_job_starts_from_the_weights_it_served() -> None:
     (container,) = pod["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     work = json.loads(env["COWORKGYM_POD_INPUT"])
-    assert work["stage"] == {"/tmp/train/data": inputs.data_uri, "/tmp/train/model": CHECKPOINT}
+    assert work["stage"] == {
+        "/tmp/train/data": inputs.data_uri,
+        "/tmp/train/model": CHECKPOINT,
+        "/tmp/train/reference": run["spec"]["model"],
+    }
     assert work["config"]["model"] == "/tmp/train/model"
+    # the KL reference stays the run's first model; AdamW goes on from the checkpoint's state
+    assert work["config"]["reference_model"] == "/tmp/train/reference"
+    assert work["config"]["optimizer_state_from"] == "/tmp/train/model"
     assert work["config"]["checkpoint"] == "s3://runs/tiny/checkpoints/round-001"
     assert work["output"] == "s3://runs/tiny/rounds/round-001/train"
     assert work["argv"] == ["cowork-gym", "train", "--config", "/tmp/train/config.json"]
@@ -203,6 +210,11 @@ def test_the_rounds_training_config_is_one_the_trainer_accepts() -> None:
     parsed = trainer.TrainConfig.model_validate(config)
     assert parsed.checkpoint == "s3://runs/tiny/checkpoints/round-000"
     assert parsed.max_steps == 2 and str(parsed.model) == "/models/tiny"
+    assert parsed.optimizer_state_from is None  # round 0 starts fresh
+    later = train_config(spec_of(run), RoundTraining(1, CHECKPOINT, "s3://d/kept.jsonl"))
+    parsed = trainer.TrainConfig.model_validate(later)
+    assert str(parsed.optimizer_state_from) == str(parsed.model) == "/tmp/train/model"
+    assert str(parsed.reference_model) == "/tmp/train/reference"
 
 
 # ---- reading what the controller fetched ---------------------------------------------------------
