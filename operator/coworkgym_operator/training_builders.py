@@ -143,7 +143,8 @@ def train_config(spec: TrainingRunSpec, round_training: RoundTraining | None = N
         }
     if spec.teacher:
         config["teacher_model"] = _local(spec.teacher, "teacher")
-    if round_training is not None and round_training.index > 0 and round_training.model != spec.model:
+    goes_on = round_training is not None and round_training.index > 0
+    if goes_on and round_training is not None and round_training.model != spec.model:
         # A later round goes on from the last one: the KL reference stays the run's first
         # model, and AdamW's moments and the schedule come with the checkpoint's weights
         # (the pod stages its trainer_state.pt for this, training_pod.prepare).
