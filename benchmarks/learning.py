@@ -7,7 +7,7 @@ procedural families whose seeds are split into train and held-out:
     base      the pretrained model, measured on the held-out packages
     sft       SFT on the filtered (passed) oracle trajectories of the train packages
     grpo      one on-policy GRPO round from the SFT checkpoint: --samples rollouts of each
-              train package against the SFT model at temperature 1, groups with reward
+              train package against the SFT model at --grpo-temperature, groups with reward
               spread, then measured again
 
 Each measurement rolls the model out with ``cowork-gym rollout --harness tool-calling``
@@ -62,6 +62,7 @@ class Settings:
     sft_lr: float
     grpo_samples: int
     grpo_packages: int
+    grpo_temperature: float
     grpo_steps: int
     grpo_lr: float
     max_tokens: int
@@ -351,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--grpo-samples", type=int, default=4)
     parser.add_argument(
+        "--grpo-temperature",
+        type=float,
+        default=0.6,
+        help="the round's sampling temperature (GRPO scores at the same one)",
+    )
+    parser.add_argument(
         "--grpo-packages", type=int, default=2, help="train packages per family in the round"
     )
     parser.add_argument("--grpo-steps", type=int, default=2)
@@ -372,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         train_seeds=list(range(1, a.train_seeds + 1)),
         heldout_seeds=list(range(101, 101 + a.heldout_seeds)),
         sft_steps=a.sft_steps, sft_batch=a.sft_batch, sft_lr=a.sft_lr,
-        grpo_samples=a.grpo_samples, grpo_packages=a.grpo_packages, grpo_steps=a.grpo_steps,
+        grpo_samples=a.grpo_samples, grpo_packages=a.grpo_packages,
+        grpo_temperature=a.grpo_temperature, grpo_steps=a.grpo_steps,
         grpo_lr=a.grpo_lr,
         max_tokens=a.max_tokens, max_steps=a.max_steps, workers=a.workers, device=a.device,
         smoke=a.smoke,
@@ -418,12 +426,14 @@ def main(argv: list[str] | None = None) -> int:
     # the first --grpo-packages train packages of each family
     round_packages = [p for p in train_packages
                       if int(p.name.rsplit("-s", 1)[1]) <= s.grpo_packages]  # fmt: skip
-    on_policy = rollout(s, str(sft), f"{MODEL}-sft", round_packages,
-                        s.out / "rollouts" / "grpo-round-1", samples=s.grpo_samples,
-                        temperature=1.0)  # fmt: skip
+    round_dir = s.out / "rollouts" / f"grpo-round-1-t{s.grpo_temperature}"
+    on_policy = rollout(s, str(sft), f"{MODEL}-sft", round_packages, round_dir,
+                        samples=s.grpo_samples, temperature=s.grpo_temperature)  # fmt: skip
     grpo_data = s.out / "data" / "grpo.jsonl"
     run([*CLI, "filter", on_policy, "--out", grpo_data, "--keep-truncated"])
-    round_measure = measure("grpo-round-1 (train, T=1)", read_trajectories(on_policy))
+    round_measure = measure(
+        f"grpo-round-1 (train, T={s.grpo_temperature})", read_trajectories(on_policy)
+    )
     log(f"on-policy round: {json.dumps(asdict(round_measure))}")
     try:
         grpo = train(s, "grpo", sft, grpo_data, s.out / "train-grpo", s.grpo_steps,
