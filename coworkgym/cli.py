@@ -164,16 +164,16 @@ def verify(
     """Score a workspace with a package's verifier and print each component."""
     from .package.limits import workspace_symlink_problems
     from .runtime import LocalRuntime
-    from .runtime.workspace import copy_tree, layout
+    from .runtime.workspace import layout
 
     with tempfile.TemporaryDirectory(prefix="cwg-verify-package-") as download:
         pkg = EnvironmentPackage.load(_package_dir(package, Path(download)))
     if problems := workspace_symlink_problems(pkg.symlinks):
         raise PackageError([f"{package}: {p}" for p in problems])
-    with tempfile.TemporaryDirectory(prefix="cwg-verify-cli-") as tmp:
-        scratch = copy_tree(workspace, Path(tmp) / "ws")
-        data = json.loads(trajectory.read_text()) if trajectory else None
-        outcome = LocalRuntime().run_verifier(pkg, scratch, layout(pkg).workdir, trajectory=data)
+    data = json.loads(trajectory.read_text()) if trajectory else None
+    # run_verifier scores its own normalised copy; the folder given is only read
+    outcome = LocalRuntime().run_verifier(pkg, workspace, layout(pkg).workdir, trajectory=data)
+    dropped = outcome.copied.dropped if outcome.copied else []
     if as_json:
         out.print_json(
             json.dumps(
@@ -182,10 +182,13 @@ def verify(
                     "rewards": outcome.rewards,
                     "details": outcome.details,
                     "error": outcome.error,
+                    "workspace_copy": outcome.copied.as_dict() if outcome.copied else None,
                 }
             )
         )
         raise typer.Exit(0 if outcome.valid else 2)
+    for line in dropped:
+        out.print(Text(f"not in the verifier's copy: {line}"))
     if not outcome.valid:
         out.print(f"[red]INVALID[/] {escape(str(outcome.error))}")
         raise typer.Exit(2)

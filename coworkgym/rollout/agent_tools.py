@@ -21,6 +21,7 @@ from typing import Any
 from ..llm.tools import RoleMounts, Tool, ToolBox, standard_tools
 from ..package.cowork import Interfaces
 from ..package.package import EnvironmentPackage
+from ..runtime.verifier_copy import shown
 from ..sandbox import Mount, Sandbox
 from .harness import ASK_USER_TOOL, FINISH_TOOL
 from .trajectory import FileDigest
@@ -140,7 +141,9 @@ def _function(
 # ---- workspace digests --------------------------------------------------------------
 def digests(root: Path) -> dict[str, FileDigest]:
     """sha256 of every regular file under ``root``. Symlinks are recorded by neither side
-    and never followed: the agent may plant one pointing anywhere on the host."""
+    and never followed: the agent may plant one pointing anywhere on the host. A name that
+    is not UTF-8 is recorded with its bytes escaped (``weather\\xff.csv``), or the
+    trajectory could not be written as JSON."""
     found: dict[str, FileDigest] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -149,7 +152,7 @@ def digests(root: Path) -> dict[str, FileDigest]:
             info = path.lstat()
             if not stat.S_ISREG(info.st_mode):
                 continue
-            rel = path.relative_to(root).as_posix()
+            rel = shown(path.relative_to(root).as_posix())
             found[rel] = FileDigest(path=rel, sha256=_sha256(path), size=info.st_size)
     return found
 

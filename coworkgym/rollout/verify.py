@@ -7,11 +7,16 @@ not the one read. The rubric judge scores the same workspace when the package ha
 items and a judge is configured; without a judge the reward is the code score (R = s).
 
 A verifier that crashes or writes no reward, a failing sandbox, or a judge that gives no
-valid verdict make the verification *invalid* with the reason — never a 0.
+valid verdict make the verification *invalid* with the reason — never a 0. What the agent
+left in its workspace cannot: the verifier and the judge read a normalised copy
+(``runtime.verifier_copy``: modes fixed, links out, FIFOs, devices and oversized files
+dropped, each drop logged), and the engine scores an unreadable or wrong-typed file as
+that component's failure.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,7 @@ from ..llm.errors import JudgeError
 from ..llm.judge import RubricJudge
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
+from ..runtime.verifier_copy import copy_for_verifier
 from .trajectory import VerificationRecord
 
 log = structlog.get_logger(__name__)
@@ -43,14 +49,19 @@ def verify_rollout(
     judge_ran = False
     try:
         if judge is not None and rubric:
-            try:
-                scores = judge.judge(rubric, workspace, pkg.instruction).scores
-            except JudgeError as exc:
-                return _invalid(f"rubric judge failed: {exc}", judge_ran=True)
+            with tempfile.TemporaryDirectory(prefix="cwg-judge-") as tmp:
+                view = Path(tmp) / "workspace"
+                copy_for_verifier(workspace, view, workdir)  # what the verifier reads
+                try:
+                    scores = judge.judge(rubric, view, pkg.instruction).scores
+                except JudgeError as exc:
+                    return _invalid(f"rubric judge failed: {exc}", judge_ran=True)
             judge_ran = True
         outcome = runtime.run_verifier(
             pkg, workspace, workdir, trajectory=trajectory, rubric_scores=scores
         )
+        if outcome.copied is not None and outcome.copied.dropped:
+            log.warning("left out of the verifier's copy", paths=outcome.copied.dropped[:50])
     except Exception as exc:  # the sandbox or the host, not the workspace
         log.error("verification infrastructure failed", error=repr(exc))
         return _invalid(f"infrastructure: {type(exc).__name__}: {exc}", judge_ran=judge_ran)

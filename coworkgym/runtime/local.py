@@ -3,7 +3,9 @@
 Mount plan (the same separation the Kubernetes Jobs use):
 - solution:  workspace rw at the workdir, solution/ ro at /solution, nothing else
 - verifier:  a *copy* of the workspace at the workdir, tests/ ro at /tests,
-             a fresh /logs/verifier rw — so a run cannot forge or reuse a reward
+             a fresh /logs/verifier rw — so a run cannot forge or reuse a reward; the
+             copy is normalised (``verifier_copy``: modes, no links out, no FIFOs or
+             devices, sizes capped), so nothing the agent left can make the run invalid
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ..package.harbor_ignore import uploaded
 from ..package.package import EnvironmentPackage
 from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
 from .batch import BATCH_ROOT, batch_dirs, batchable, driver_argv
-from .workspace import apply_patch, copy_tree, write_files
+from .verifier_copy import CopyReport, copy_for_verifier
+from .workspace import apply_patch, write_files
 
 # Workspaces scored by one engine process at most (its time limit grows with the count),
 # and at least, when the batch is split across cores.
@@ -47,6 +50,7 @@ class VerifyOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     run: SandboxResult | None = None
+    copied: CopyReport | None = None  # what the verifier's copy of the workspace left out
 
     def component_scores(self) -> dict[str, float]:
         return {c["id"]: c["score"] for c in self.details.get("components", [])}
@@ -163,7 +167,7 @@ class LocalRuntime:
             if step is not None:
                 write_files(tests, uploaded(pkg.files, f"steps/{step}/tests"))
             logs.mkdir()
-            copy_tree(workspace, ws)
+            copied = copy_for_verifier(workspace, ws, workdir)
             mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
             mounts.append(Mount(logs, "/logs/verifier", writable=True))
             env = {
@@ -185,7 +189,7 @@ class LocalRuntime:
                 env={**pkg.config.verifier.env, **env},
                 cwd="/tests",
             )
-            return read_outcome(logs, run)
+            return dataclasses.replace(read_outcome(logs, run), copied=copied)
 
     def verify_many(
         self, pkg: EnvironmentPackage, workspaces: list[Path], workdir: str, step: str | None
@@ -216,8 +220,10 @@ class LocalRuntime:
             tests = root / "tests"
             write_files(tests, uploaded(pkg.files, "tests"))
             pairs = batch_dirs(root / "batch", len(workspaces))
-            for workspace, (ws, _) in zip(workspaces, pairs, strict=True):
-                copy_tree(workspace, ws)
+            copies = [
+                copy_for_verifier(workspace, ws, workdir)
+                for workspace, (ws, _) in zip(workspaces, pairs, strict=True)
+            ]
             limit = self.verifier_limits.timeout_s * len(workspaces)
             run = self._run(
                 driver_argv(len(workspaces)),
@@ -228,7 +234,10 @@ class LocalRuntime:
             )
             if not run.ok:  # one workspace's timeout or memory must not decide the others'
                 return [self.run_verifier(pkg, ws, workdir) for ws in workspaces]
-            return [read_outcome(logs, run) for _, logs in pairs]
+            return [
+                dataclasses.replace(read_outcome(logs, run), copied=copied)
+                for (_, logs), copied in zip(pairs, copies, strict=True)
+            ]
 
 
 def read_outcome(logs: Path, run: SandboxResult) -> VerifyOutcome:

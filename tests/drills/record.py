@@ -1,4 +1,4 @@
-"""Where the drills of issue 17 leave their figures, and how docs/reliability.md is made.
+"""Where the drills of issues 17 and 24 leave their figures, and how docs/reliability.md is made.
 
 Each drill test ends with ``record(drill, result)``: one JSON file per drill (what was done,
 how often, what was lost, how long recovery took, plus the drill's own counts) under

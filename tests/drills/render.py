@@ -17,16 +17,17 @@ from pathlib import Path
 
 from .record import COMMITTED, DOC, DrillResult, load, results_dir
 
-# the order of the page, and the issue-17 item each drill answers
+# the order of the page, and the issue item each drill answers (issue.item)
 DRILLS = {
-    "operator-kills": "1",
-    "control-plane": "2",
-    "llm-endpoint": "2",
-    "hostile-specs-api": "3",
-    "hostile-specs-cli": "3",
-    "hostile-packages": "4",
-    "hostile-packages-s3": "4",
-    "hostile-agents": "5",
+    "operator-kills": "17.1",
+    "control-plane": "17.2",
+    "llm-endpoint": "17.2",
+    "hostile-specs-api": "17.3",
+    "hostile-specs-cli": "17.3",
+    "hostile-packages": "17.4",
+    "hostile-packages-s3": "17.4",
+    "hostile-agents": "17.5",
+    "hostile-workspaces": "24.1",
 }
 
 HEADER = """\
@@ -39,7 +40,7 @@ field or file named, contained, recovered), what was lost and how long recovery 
 `tests/unit/test_reliability_doc.py` fails when this page is not the rendering of those
 results, or when a drill's case count no longer matches its generator.
 
-| drill | test | item of issue 17 | held | recorded |
+| drill | test | issue.item | held | recorded |
 |---|---|---|---|---|
 """
 
@@ -67,6 +68,14 @@ NOT_YET = """\
   stage's own publisher to the real S3 server.
 - The API-server spec drill runs the operator in-process (kopf), so "restarts" there means
   the in-process operator stopped, not a pod restart count.
+- The hostile-workspace drill scores each vector with `run_verifier` (the path rollouts
+  and `cowork-gym verify` take) and, for eight of them, through real rollouts whose agent
+  makes the vector itself; the batched engine (`verify_many`) uses the same copy but is
+  not drilled per vector. What the copy dropped is logged and returned with the outcome
+  (`VerifyOutcome.copied`, `verify --json`), not yet kept in the trajectory's
+  verification record. A package's own `custom_script` that crashes on a broken
+  workspace is still invalid (the script's contract); device nodes are made by the test
+  as root, since an unprivileged agent cannot make one.
 - Free-text instructions that are merely persuasive (prompt injection aimed at an LLM
   Builder) are data, not refused: role isolation (the Builder never sees the verifier; the
   acting agent sees neither) is what protects there.
@@ -81,6 +90,7 @@ TESTS = {
     "hostile-packages": "tests/integration/test_drill_hostile_packages.py",
     "hostile-packages-s3": "tests/testbed/test_drill_hostile_packages_s3.py",
     "hostile-agents": "tests/integration/test_drill_hostile_agents.py",
+    "hostile-workspaces": "tests/integration/test_drill_hostile_workspaces.py",
 }
 
 

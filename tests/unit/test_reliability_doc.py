@@ -36,6 +36,14 @@ def test_the_package_and_agent_drills_counted_todays_cases() -> None:
     assert load(COMMITTED / "hostile-agents.json").figures["attacks"] == len(ATTACKS)
 
 
+def test_the_workspace_drill_counted_todays_vectors_and_none_was_invalid() -> None:
+    from tests.integration.test_drill_hostile_workspaces import VECTORS
+
+    figures = load(COMMITTED / "hostile-workspaces.json").figures
+    assert figures["vectors"] == len(VECTORS)
+    assert figures["invalid"] == figures["wrong_reward"] == 0
+
+
 def test_the_llm_endpoint_drill_counted_todays_cases_and_never_scored_a_failure() -> None:
     from tests.integration.test_drill_llm_endpoint import ROLLOUT_CASES, STAGE_CASES
 

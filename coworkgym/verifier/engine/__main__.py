@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trajectory", type=Path, default=None)
     parser.add_argument("--rubric-scores", type=Path, default=None)
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # evidence may quote any name the agent chose
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
     args.out.mkdir(parents=True, exist_ok=True)
     for stale in ("reward.json", "reward.txt"):  # a reward left behind must never count

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,11 @@ from typing import Any
 
 from .errors import CheckFailure, SpecError
 from .values import (
+    MISSING_ERRNOS,
     extract,
+    inside,
     json_pointer,
+    kind_of,
     parse_number,
     read_json,
     read_table,
@@ -62,9 +66,13 @@ def file_exists(p: dict[str, Any], ctx: Context) -> CheckResult:
 
 def file_absent(p: dict[str, Any], ctx: Context) -> CheckResult:
     path = resolve(ctx.workspace, p["path"])
-    if path.exists() or path.is_symlink():
-        raise CheckFailure(f"{p['path']} should not exist")
-    return ok(f"{p['path']} is absent")
+    try:
+        path.lstat()
+    except MISSING_ERRNOS:
+        return ok(f"{p['path']} is absent")
+    except OSError as exc:  # e.g. a parent the agent made unreadable: not shown absent
+        raise CheckFailure(f"cannot tell whether {p['path']} exists ({exc.strerror})") from None
+    raise CheckFailure(f"{p['path']} should not exist")
 
 
 def value(p: dict[str, Any], ctx: Context) -> CheckResult:
@@ -226,11 +234,17 @@ def command(p: dict[str, Any], ctx: Context) -> CheckResult:
             env=env,
             capture_output=True,
             text=True,
+            errors="replace",  # the agent's code may print any bytes
             timeout=timeout,
             check=False,
         )
-    except FileNotFoundError as exc:
-        raise SpecError(f"command not found: {p['argv'][0]}") from exc
+    except OSError as exc:
+        if exc.filename is not None and str(exc.filename) == str(ctx.workspace):
+            # the workspace is the cwd: one the agent made unusable fails the check
+            raise CheckFailure(f"cannot run in the workspace ({exc.strerror})") from None
+        if isinstance(exc, FileNotFoundError):
+            raise SpecError(f"command not found: {p['argv'][0]}") from exc
+        raise
     except subprocess.TimeoutExpired as exc:
         raise CheckFailure(f"{' '.join(p['argv'])} timed out after {timeout}s") from exc
     tail = (done.stdout + done.stderr)[-800:]
@@ -240,17 +254,48 @@ def command(p: dict[str, Any], ctx: Context) -> CheckResult:
 
 
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_change(root: Path, rel: str, digest: str) -> str | None:
+    """How an input differs from its recorded digest, or None. A symlink is followed only
+    to a regular file inside the workspace; whatever else stands there (a link out, a
+    directory, a FIFO, a file nobody may read) is an altered input, never an error."""
+    path = resolve(root, rel)
+    try:
+        info = path.lstat()
+    except MISSING_ERRNOS:
+        return "deleted"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        if not inside(root, path):
+            return "replaced by a symlink out of the workspace"
+        try:
+            info = path.stat()
+        except OSError:
+            return "replaced by a dangling symlink"
+    if not stat.S_ISREG(info.st_mode):
+        return f"replaced by {kind_of(info.st_mode)}"
+    if not inside(root, path):
+        return "reached through a symlink out of the workspace"
+    try:
+        actual = sha256_file(path)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    return None if actual == digest else "modified"
 
 
 def inputs_unmodified(p: dict[str, Any], ctx: Context) -> CheckResult:
     changed = []
     for rel, digest in sorted(p["files"].items()):
-        path = resolve(ctx.workspace, rel)
-        if not path.is_file():
-            changed.append(f"{rel} deleted")
-        elif sha256_file(path) != digest:
-            changed.append(f"{rel} modified")
+        change = input_change(ctx.workspace, rel, digest)
+        if change is not None:
+            changed.append(f"{rel} {change}")
     if changed:
         raise CheckFailure("inputs altered: " + ", ".join(changed))
     return ok(f"{len(p['files'])} input file(s) unchanged")
@@ -268,13 +313,27 @@ def claimed_files_exist(p: dict[str, Any], ctx: Context) -> CheckResult:
     trajectory = ctx.trajectory
     if trajectory is None:
         return CheckResult(0.0, "no trajectory provided", skipped=True)
-    claims = set(trajectory.get("claimed_files", []))
+    claims = {str(c) for c in trajectory.get("claimed_files", [])}
     for step in trajectory.get("steps", []):
-        claims.update(step.get("claimed_files", []))
-    missing = sorted(c for c in claims if not resolve(ctx.workspace, c.lstrip("./")).exists())
+        claims.update(str(c) for c in step.get("claimed_files", []))
+    missing = sorted(c for c in claims if not _claim_exists(ctx.workspace, c))
     if missing:
         raise CheckFailure(f"agent claimed files that do not exist: {missing}")
     return ok(f"all {len(claims)} claimed file(s) exist")
+
+
+def _claim_exists(root: Path, claim: str) -> bool:
+    """A claimed file exists when it is there, inside the workspace; a claim naming a path
+    out of it (with '..') is the agent's, so it counts as missing, not as a spec fault."""
+    rel = claim.lstrip("./")
+    if not rel or ".." in Path(rel).parts:
+        return False
+    path = root / rel
+    try:
+        path.stat()
+    except OSError:  # missing, dangling, a loop, or a parent nobody may enter
+        return False
+    return inside(root, path)
 
 
 def forbidden_tool(p: dict[str, Any], ctx: Context) -> CheckResult:
@@ -299,6 +358,7 @@ def custom_script(p: dict[str, Any], ctx: Context) -> CheckResult:
             [p.get("interpreter", "python3"), str(script), str(ctx.workspace)],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=p.get("timeout", ctx.command_timeout),
             check=False,
         )

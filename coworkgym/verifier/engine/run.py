@@ -65,6 +65,11 @@ def run_check(entry: dict[str, Any], ctx: Context) -> ComponentOutcome:
         result = fn(check, ctx)
     except CheckFailure as failure:
         result = CheckResult(0.0, str(failure))
+    except OSError as exc:
+        if not _in_workspace(exc, ctx.workspace):
+            raise  # the verifier's own files or the machine: the run is invalid
+        # whatever the agent left (modes, links, special files) fails this component only
+        result = CheckResult(0.0, f"cannot read the workspace: {exc}")
     except (KeyError, TypeError) as exc:
         raise SpecError(f"component {entry['id']!r}: malformed check parameters ({exc!r})") from exc
     if result.skipped:
@@ -84,6 +89,13 @@ def run_check(entry: dict[str, Any], ctx: Context) -> ComponentOutcome:
         evidence=result.evidence,
         description=entry.get("description", ""),
     )
+
+
+def _in_workspace(exc: OSError, workspace: Path) -> bool:
+    """The OS error is about a path in the workspace (so the agent's doing)."""
+    top = str(workspace).rstrip("/")
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    return bool(names) and all(n == top or n.startswith(top + "/") for n in names)
 
 
 def verify(

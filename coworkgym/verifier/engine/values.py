@@ -10,13 +10,31 @@ import csv
 import io
 import json
 import math
+import os
 import re
+import stat
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from .errors import CheckFailure, SpecError
 
 NUMBER_RE = re.compile(r"[-+]?\(?\$?€?£?\d[\d,]*(?:\.\d+)?%?\)?|[-+]?\.\d+%?")
+
+# What the engine parses of one deliverable (an honest one is far smaller: the Issue
+# Detector flags 5 MiB); beyond it the component fails rather than the verifier's memory.
+MAX_PARSE_BYTES = 32 * 1024 * 1024
+MAX_UNZIPPED_BYTES = 128 * 1024 * 1024  # an XLSX/DOCX's members, as its directory declares
+MAX_ZIP_MEMBERS = 10_000
+MISSING_ERRNOS = (FileNotFoundError, NotADirectoryError)
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symlink",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 def resolve(root: Path, rel: str) -> Path:
@@ -26,13 +44,66 @@ def resolve(root: Path, rel: str) -> Path:
     return root / rel
 
 
+def inside(root: Path, path: Path) -> bool:
+    """``path``, every symlink on the way resolved, lies within ``root``."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def kind_of(mode: int) -> str:
+    return KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def require_file(root: Path, rel: str) -> Path:
+    """A deliverable the engine can read: a regular file (not a symlink, directory, FIFO,
+    device), inside the workspace, readable, of a size it can parse. Anything else is the
+    workspace's failure (CheckFailure), never an exception that would void the run."""
     path = resolve(root, rel)
-    if path.is_symlink():
+    try:
+        info = path.lstat()
+    except MISSING_ERRNOS:
+        raise CheckFailure(f"{rel} does not exist") from None
+    except OSError as exc:
+        raise CheckFailure(f"{rel} cannot be read ({exc.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
         raise CheckFailure(f"{rel} is a symlink; deliverables must be regular files")
-    if not path.is_file():
-        raise CheckFailure(f"{rel} does not exist")
+    if not stat.S_ISREG(info.st_mode):
+        raise CheckFailure(f"{rel} is {kind_of(info.st_mode)}, not a regular file")
+    if not inside(root, path):
+        raise CheckFailure(f"{rel} is reached through a symlink out of the workspace")
+    if info.st_size > MAX_PARSE_BYTES:
+        raise CheckFailure(f"{rel} has {info.st_size} bytes, more than the verifier parses")
+    if not os.access(path, os.R_OK):
+        raise CheckFailure(f"{rel} cannot be read (permission denied)")
     return path
+
+
+def read_bytes(path: Path) -> bytes:
+    """A deliverable's bytes (at most MAX_PARSE_BYTES); an OS error is the workspace's."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PARSE_BYTES + 1)
+    except OSError as exc:
+        raise CheckFailure(f"{path.name} cannot be read ({exc.strerror})") from None
+    if len(data) > MAX_PARSE_BYTES:
+        raise CheckFailure(f"{path.name} is larger than the verifier parses")
+    return data
+
+
+def zip_guard(path: Path) -> None:
+    """An XLSX/DOCX whose members declare more than the verifier may inflate is the
+    agent's failure, before a parser tries (zipfile never inflates past a declared size)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except Exception as exc:  # a malformed deliverable: any zipfile error
+        raise CheckFailure(f"{path.name} is not a readable archive: {exc}") from None
+    declared = sum(m.file_size for m in members)
+    if len(members) > MAX_ZIP_MEMBERS or declared > MAX_UNZIPPED_BYTES:
+        raise CheckFailure(
+            f"{path.name} declares {len(members)} members and {declared} bytes unzipped, "
+            "more than the verifier inflates"
+        )
 
 
 def parse_number(raw: Any) -> float | None:
@@ -61,6 +132,7 @@ def parse_number(raw: Any) -> float | None:
 def read_text(path: Path) -> str:
     """Text of a document: DOCX paragraphs and tables, or the file decoded as UTF-8."""
     if path.suffix.lower() == ".docx":
+        zip_guard(path)
         try:
             import docx  # python-docx
 
@@ -73,16 +145,18 @@ def read_text(path: Path) -> str:
                 lines.append(" | ".join(cell.text for cell in row.cells))
         return "\n".join(lines)
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CheckFailure(f"{path.name} is not UTF-8 text") from exc
 
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_bytes(path).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckFailure(f"{path.name} is not valid JSON: {exc}") from exc
+    except RecursionError:  # nested deeper than Python's recursion limit
+        raise CheckFailure(f"{path.name} nests too deeply to read as JSON") from None
 
 
 def json_pointer(document: Any, pointer: str) -> Any:
@@ -115,10 +189,13 @@ def read_table(path: Path, sheet: str | None = None) -> Table:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         try:
-            text = path.read_text(encoding="utf-8-sig")
+            text = read_bytes(path).decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise CheckFailure(f"{path.name} is not UTF-8 CSV") from exc
-        rows = list(csv.reader(io.StringIO(text)))
+        try:
+            rows = list(csv.reader(io.StringIO(text)))
+        except csv.Error as exc:  # a NUL byte, a field past the csv module's limit
+            raise CheckFailure(f"{path.name} is not readable CSV: {exc}") from exc
     elif suffix in (".xlsx", ".xlsm"):
         rows = _xlsx_rows(path, sheet)
     else:
@@ -138,11 +215,20 @@ def _xlsx_rows(path: Path, sheet: str | None) -> list[list[Any]]:
     workbook = open_workbook(path)
     if sheet is not None and sheet not in workbook.sheetnames:
         raise CheckFailure(f"{path.name} has no sheet {sheet!r} (sheets: {workbook.sheetnames})")
-    worksheet = workbook[sheet] if sheet is not None else workbook.worksheets[0]
+    worksheet = workbook[sheet] if sheet is not None else _first_sheet(workbook, path)
+    if not hasattr(worksheet, "iter_rows"):  # a chartsheet holds no cells
+        raise CheckFailure(f"{path.name}: sheet {worksheet.title!r} is not a worksheet")
     return [list(r) for r in worksheet.iter_rows(values_only=True)]
 
 
+def _first_sheet(workbook: Any, path: Path) -> Any:
+    if not workbook.worksheets:
+        raise CheckFailure(f"{path.name} has no worksheet")
+    return workbook.worksheets[0]
+
+
 def open_workbook(path: Path) -> Any:
+    zip_guard(path)
     try:
         import openpyxl
 
@@ -196,7 +282,9 @@ def extract(root: Path, ref: dict[str, Any]) -> Any:
         sheet = ref.get("sheet")
         if sheet is not None and sheet not in workbook.sheetnames:
             raise CheckFailure(f"{path.name} has no sheet {sheet!r}")
-        worksheet = workbook[sheet] if sheet else workbook.worksheets[0]
+        worksheet = workbook[sheet] if sheet else _first_sheet(workbook, path)
+        if not hasattr(worksheet, "iter_rows"):
+            raise CheckFailure(f"{path.name}: sheet {worksheet.title!r} is not a worksheet")
         return worksheet[ref["cell"]].value
     if kind in ("csv", "xlsx"):
         table = read_table(path, ref.get("sheet"))
