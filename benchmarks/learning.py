@@ -305,7 +305,14 @@ def train(
             "keep_checkpoints": 1,
             "workers": 1,
             "device": s.device,
-            "hyperparameters": {"learning_rate": lr, "batch_size": batch, "warmup_steps": 0},
+            # one sequence at a time, gradients accumulated: 8 sequences of ~2,300 tokens in
+            # one pass took the 24 GiB machine out of memory (the activations, not the head)
+            "hyperparameters": {
+                "learning_rate": lr,
+                "batch_size": batch,
+                "micro_batch_size": 1,
+                "warmup_steps": 0,
+            },
         }
         (out / "request.json").write_text(json.dumps(config, indent=2))
         run([*CLI, "train", "--config", out / "request.json", "--json"])
@@ -430,7 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     on_policy = rollout(s, str(sft), f"{MODEL}-sft", round_packages, round_dir,
                         samples=s.grpo_samples, temperature=s.grpo_temperature)  # fmt: skip
     grpo_data = s.out / "data" / "grpo.jsonl"
-    run([*CLI, "filter", on_policy, "--out", grpo_data, "--keep-truncated"])
+    # A failed attempt that claims its deliverables is a failure to learn from (the verifier
+    # scored it), not a record to distrust: dropping it (claim_evidence) kept only the
+    # successes of each group, and the weather groups lost their spread.
+    run([*CLI, "filter", on_policy, "--out", grpo_data, "--keep-truncated",
+         "--skip", "claim_evidence"])  # fmt: skip
     round_measure = measure(
         f"grpo-round-1 (train, T={s.grpo_temperature})", read_trajectories(on_policy)
     )
