@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from coworkgym.rollout.trajectory import Trajectory
+from tests.training.packages import example_package
 
 VENV = Path(
     os.environ.get(
@@ -76,13 +77,7 @@ def test_a_rollout_through_llama_cpps_server(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "llama.cpp's server did not come up"
             time.sleep(1)
-        envs = tmp_path / "envs"
-        subprocess.run(
-            [*CLI, "synth", ROOT / "examples" / "specs" / "weather-report.yaml", "--out", envs,
-             "--no-harbor-lint"],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        package = next(p for p in envs.iterdir() if (p / "task.toml").exists())
+        package = example_package(tmp_path / "envs")
         subprocess.run(
             [*CLI, "rollout", package, "--harness", "tool-calling", "--model", "smollm2",
              "--base-url", url, "--max-tokens", "64", "--max-steps", "3", "--temperature",

@@ -25,6 +25,7 @@ import torch
 
 from coworkgym.rollout.trajectory import Trajectory
 from coworkgym_training.pretrained import DEFAULT_MODEL, MARKER, model_spec, prepared
+from tests.training.packages import example_package
 
 FOLDER = prepared(DEFAULT_MODEL)
 pytestmark = pytest.mark.skipif(
@@ -117,13 +118,7 @@ def test_the_server_offers_tools_and_batches_concurrent_calls(folder: Path) -> N
 def test_a_rollout_against_serve_checkpoint_records_what_the_endpoint_said(
     tmp_path: Path,
 ) -> None:
-    envs = tmp_path / "envs"
-    subprocess.run(
-        [*CLI, "synth", ROOT / "examples" / "specs" / "weather-report.yaml", "--out", envs,
-         "--no-harbor-lint"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    package = next(p for p in envs.iterdir() if (p / "task.toml").exists())
+    package = example_package(tmp_path / "envs")
     server = subprocess.Popen(
         [*CLI, "serve-checkpoint", f"pretrained:{DEFAULT_MODEL}", "--model-name", "smol",
          "--port", "0"],
