@@ -45,7 +45,7 @@ from .common import (
     requirement_turn,
     rubric,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -384,7 +384,7 @@ class CalendarScheduling(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(SCHEDULE),
+                        when_delivered(SCHEDULE, index),
                         f"{name} just accepted an external call this week. I replaced "
                         f"{calendar_path(person)} with their current calendar; please redo the "
                         "schedule and the invitations against it.",

@@ -48,7 +48,7 @@ from .common import (
     sha256,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
 )
 
 PATCH, REVIEW = "change.patch", "review.json"
@@ -342,7 +342,7 @@ class CodeReview(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(REVIEW),
+                        when_delivered(REVIEW, index),
                         "The author pushed a second version of the change after your review. "
                         f"I replaced {PATCH} with it; please review it afresh (line numbers "
                         "moved).",

@@ -76,9 +76,20 @@ InputKind = Literal["input_replaced", "input_edited"]
 # ---- later user turns -----------------------------------------------------------------------
 
 
-def when_exists(artifact: str) -> Trigger:
-    """The user speaks once the artifact exists (they reviewed a first version)."""
-    return Trigger(kind="artifact_exists", artifact=artifact)
+# Tool calls a turn gets before a deliverable trigger may fire: look at the files, then
+# write, then check; an agent that looks before it edits is not cut off by its first write.
+MIN_TURN_TOOL_CALLS = 3
+
+
+def when_delivered(artifact: str, index: int) -> Trigger:
+    """The user of later turn ``index`` speaks once the agent delivered ``artifact`` in the
+    turn before: in the first request's turn it *appears* (no output is in s0); later it
+    already exists, so the user speaks once it *changed* (they review the new version).
+    Either waits for the turn's first ``MIN_TURN_TOOL_CALLS`` calls."""
+    kind: Literal["artifact_appeared", "artifact_changed"] = (
+        "artifact_appeared" if index == 1 else "artifact_changed"
+    )
+    return Trigger(kind=kind, artifact=artifact, min_tool_calls=MIN_TURN_TOOL_CALLS)
 
 
 def after_reply(index: int) -> Trigger:
@@ -327,6 +338,6 @@ __all__ = [
     "tie_reading",
     "user_state",
     "verifier_output",
-    "when_exists",
+    "when_delivered",
     "write_csv",
 ]

@@ -50,7 +50,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
 )
 from .office import docx_body, stable_office_bytes
 
@@ -361,7 +361,7 @@ class ContractRevision(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(REVISED),
+                        when_delivered(REVISED, index),
                         f"The counterparty came back with a revised list. I replaced {REQUEST} "
                         "with it; please redo the revised agreement and changes.json from the "
                         "original agreement and the new list.",

@@ -44,7 +44,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -277,7 +277,7 @@ class FixFailingFunction(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(FIXES),
+                        when_delivered(FIXES, index),
                         f"I added tests to {TESTS} for a helper we need, spread(values): the "
                         "largest minus the smallest value, rounded to 2 decimals. Please add it "
                         f"to {MODULE} so they pass, and update {FIXES}.",

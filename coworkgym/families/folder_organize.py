@@ -48,7 +48,7 @@ from .common import (
     sha256,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -257,7 +257,7 @@ class FolderOrganize(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(MANIFEST),
+                        when_delivered(MANIFEST, index),
                         "Two more files just came in and I dropped them into inbox/: "
                         f"{_names(batch)}. Please file them by the same rules and update "
                         "manifest.json.",

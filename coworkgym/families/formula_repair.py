@@ -52,7 +52,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 from .office import stable_office_bytes
@@ -329,7 +329,7 @@ class FormulaRepair(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(REPAIRED),
+                        when_delivered(REPAIRED, index),
                         f"The EIA has just published revised figures. I replaced {CSV} with "
                         "the revised file; please bring the repaired workbook and repairs.json "
                         "in line with it.",

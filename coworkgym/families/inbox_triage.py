@@ -50,7 +50,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -369,7 +369,7 @@ class InboxTriage(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(TRIAGE),
+                        when_delivered(TRIAGE, index),
                         f"More mail came in since. I replaced {INBOX} with a fresh export of "
                         "the inbox; please redo the triage and the reply drafts against it.",
                         {INBOX: later.mbox()},

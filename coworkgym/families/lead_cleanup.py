@@ -47,7 +47,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -357,7 +357,7 @@ class LeadCleanup(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(CLEAN),
+                        when_delivered(CLEAN, index),
                         "The trade-show team re-exported their list: they had missed some "
                         f"contacts and updated a few. I replaced {TRADESHOW} with the new "
                         "export; please redo the clean list and the report.",

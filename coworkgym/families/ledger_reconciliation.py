@@ -50,7 +50,7 @@ from .common import (
     rubric,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -186,7 +186,7 @@ class LedgerReconciliation(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(JSON),
+                        when_delivered(JSON, index),
                         "The bank just sent the next statement, which runs a few weeks further. "
                         f"I replaced {BANK} with it; please redo the reconciliation workbook and "
                         "the summary against it.",

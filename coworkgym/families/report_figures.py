@@ -46,7 +46,7 @@ from .common import (
     tie_reading,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
 )
 
 REPORT = "report/employment-brief.docx"
@@ -215,7 +215,7 @@ class ReportFigures(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists(JSON),
+                        when_delivered(JSON, index),
                         "BLS published its benchmark revision and the brief was reissued: I "
                         f"replaced {REPORT} with the revised edition. Please redo figures.csv "
                         "and figures.json from it.",

@@ -42,7 +42,7 @@ from .common import (
     tie_reading,
     user_state,
     verifier_output,
-    when_exists,
+    when_delivered,
     write_csv,
 )
 
@@ -133,7 +133,7 @@ class WeatherReport(TaskFamily):
                 turns.append(
                     input_turn(
                         index,
-                        when_exists("report.xlsx"),
+                        when_delivered("report.xlsx", index),
                         "The station just sent a corrected export: several rain-gauge readings "
                         f"were wrong. I replaced {DATA} with it. Please redo the report and the "
                         "summary from the corrected data.",

@@ -68,24 +68,37 @@ class FileUpdate(_Model):
 
 
 class Trigger(_Model):
-    """When the user simulator applies the turn: after the agent's n-th reply, once an
-    artifact exists (the user reviewed a first version), or after the agent made n tool
-    calls in the current turn, whichever the plan says."""
+    """When the user simulator applies the turn: after the agent's n-th turn ends, once an
+    artifact appeared (absent when the turn began, present now: the user reviews a first
+    version), once it changed (its digest differs from the one at the turn's start:
+    created, rewritten or deleted), or after the agent made n tool calls in the current
+    turn, whichever the plan says. ``artifact_exists`` is the old name of
+    ``artifact_appeared``. A mid-turn trigger fires only once the agent has made
+    ``min_tool_calls`` calls in the turn (one when unset): an agent that looks before it
+    edits is not cut off by its first write."""
 
-    kind: Literal["after_agent_turn", "artifact_exists", "tool_calls"]
+    kind: Literal[
+        "after_agent_turn", "artifact_appeared", "artifact_changed", "artifact_exists", "tool_calls"
+    ]
     agent_turn: int | None = Field(None, ge=1)
     artifact: str | None = None
     tool_calls: int | None = Field(None, ge=1)
+    min_tool_calls: int | None = Field(
+        None, ge=1, description="tool calls the turn gets before a mid-turn trigger may fire"
+    )
 
     @model_validator(mode="after")
     def _has_argument(self) -> Trigger:
         if self.kind == "after_agent_turn" and self.agent_turn is None:
             raise ValueError("'after_agent_turn' needs 'agent_turn'")
-        if self.kind == "artifact_exists" and not self.artifact:
-            raise ValueError("'artifact_exists' needs 'artifact'")
+        if self.kind in ARTIFACT_TRIGGERS and not self.artifact:
+            raise ValueError(f"{self.kind!r} needs 'artifact'")
         if self.kind == "tool_calls" and self.tool_calls is None:
             raise ValueError("'tool_calls' needs 'tool_calls' (how many calls to wait for)")
         return self
+
+
+ARTIFACT_TRIGGERS = frozenset({"artifact_appeared", "artifact_changed", "artifact_exists"})
 
 
 class TurnPatch(_Model):

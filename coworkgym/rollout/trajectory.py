@@ -126,7 +126,15 @@ class WorkspaceEvent(_Record):
     )
 
 
-TriggerKind = Literal["agent_ended_turn", "agent_claimed_done", "artifact_exists", "tool_calls"]
+# "artifact_exists" is how records before "artifact_appeared" named it (still read)
+TriggerKind = Literal[
+    "agent_ended_turn",
+    "agent_claimed_done",
+    "artifact_appeared",
+    "artifact_changed",
+    "artifact_exists",
+    "tool_calls",
+]
 
 
 class UserIntervention(_Record):

@@ -5,8 +5,10 @@ knowledge boundary, signal plan) and ``.patch/turn-NN/`` (later turns and their 
 and watches what the agent actually does:
 
 - after every tool call it checks whether the next turn's trigger holds on the workspace
-  (``artifact_exists``: the deliverable appeared, or changed, since the turn began;
-  ``tool_calls``: the agent made N calls in this turn) — if so the user speaks at once;
+  (``artifact_appeared``: the deliverable was absent when the turn began and exists now;
+  ``artifact_changed``: its digest differs from the one at the turn's start;
+  ``tool_calls``: the agent made N calls in this turn) — if so, and the turn has had the
+  ``min_tool_calls`` its plan gives, the user speaks at once;
 - when the agent ends its turn (``finish`` or a reply without a tool call) the next turn
   fires: its own trigger (``after_agent_turn``) holds, or, when it waits for a deliverable
   that never came, the user moves on anyway (``trigger_detail`` says so). The user never
@@ -41,7 +43,7 @@ from typing import Any, Literal, Protocol, cast
 import openai
 import structlog
 
-from ..package.cowork import FileUpdate, Signal, TurnPatch, UserState
+from ..package.cowork import ARTIFACT_TRIGGERS, FileUpdate, Signal, TurnPatch, UserState
 from ..package.package import EnvironmentPackage
 from ..runtime.workspace import apply_patch
 from .trajectory import FileChange, SimulatorFault, SimulatorFaultKind, TriggerKind
@@ -288,37 +290,60 @@ class UserSimulator:
         return self.patches[self.fired] if self.fired < self.planned else None
 
     def after_tool_call(self) -> Due | None:
-        """The agent made a tool call: does the next turn's trigger hold now?"""
+        """The agent made a tool call: does the next turn's trigger hold now? A mid-turn
+        trigger waits until the turn has had the calls its plan gives (``min_tool_calls``)."""
         self.calls_this_turn += 1
         patch = self.upcoming
         if patch is None:
             return None
         trigger = patch.trigger
-        if trigger.kind == "artifact_exists" and trigger.artifact:
-            if self._produced(trigger.artifact):
-                return Due(patch, "artifact_exists", f"{trigger.artifact} appeared")
+        if self.calls_this_turn < (trigger.min_tool_calls or 1):
+            return None
+        calls = f"after {self.calls_this_turn} tool calls in turn {self.turn}"
+        if trigger.kind in ARTIFACT_TRIGGERS and trigger.artifact:
+            artifact = trigger.artifact
+            if trigger.kind == "artifact_changed" and self._changed(artifact):
+                detail = f"{artifact} changed since turn {self.turn} began ({calls})"
+                return Due(patch, "artifact_changed", detail)
+            if trigger.kind != "artifact_changed" and self._appeared(artifact):
+                detail = f"{artifact} appeared: absent when turn {self.turn} began ({calls})"
+                return Due(patch, "artifact_appeared", detail)
         if trigger.kind == "tool_calls" and trigger.tool_calls:
             if self.calls_this_turn >= trigger.tool_calls:
-                detail = f"{self.calls_this_turn} tool calls in turn {self.turn}"
-                return Due(patch, "tool_calls", detail)
+                return Due(
+                    patch, "tool_calls", f"{self.calls_this_turn} tool calls in turn {self.turn}"
+                )
         return None
 
     def after_agent_turn(self, *, claimed_done: bool) -> Due | None:
-        """The agent ended its turn: the next turn is due, or there is none (done)."""
+        """The agent ended its turn: the next turn is due, or there is none (done). The
+        detail says what happened, and how it differs from the plan when it does (an
+        earlier turn that fired mid-turn shifts the agent's count of ended turns)."""
         self.agent_turns += 1
         patch = self.upcoming
         if patch is None:
             return None
         kind: TriggerKind = "agent_claimed_done" if claimed_done else "agent_ended_turn"
+        how = "finished" if claimed_done else "ended its turn"
+        ended = f"the agent {how} in turn {self.turn} after {self.calls_this_turn} tool calls"
         trigger = patch.trigger
         if trigger.kind == "after_agent_turn":
-            detail = (
-                f"agent turn {self.agent_turns} ended (plan: after agent turn {trigger.agent_turn})"
-            )
-        elif trigger.kind == "artifact_exists":
-            detail = f"the agent ended its turn without producing {trigger.artifact}; user moves on"
+            if trigger.agent_turn == self.agent_turns:
+                detail = f"{ended}: its turn {self.agent_turns} ended, as planned"
+            else:
+                detail = (
+                    f"{ended}: its turn {self.agent_turns} ended; the plan said after its turn "
+                    f"{trigger.agent_turn}, and the user never leaves a planned turn unsaid"
+                )
+        elif trigger.kind in ARTIFACT_TRIGGERS and trigger.artifact:
+            changed = trigger.kind == "artifact_changed"
+            if (self._changed if changed else self._appeared)(trigger.artifact):
+                detail = f"{ended}, with {trigger.artifact} {'changed' if changed else 'produced'}"
+            else:
+                what = "changing" if changed else "producing"
+                detail = f"{ended} without {what} {trigger.artifact}; the user moves on"
         else:
-            detail = f"the agent ended its turn after {self.calls_this_turn} tool calls"
+            detail = f"{ended}, before the planned {trigger.tool_calls}; the user moves on"
         return Due(patch, kind, detail)
 
     def answer(self, question: str) -> Answer:
@@ -432,9 +457,15 @@ class UserSimulator:
             artifact = patch.trigger.artifact
             self._baseline[artifact] = _digest(self.workspace / artifact)
 
-    def _produced(self, artifact: str) -> bool:
-        now = _digest(self.workspace / artifact)
-        return now is not None and now != self._baseline.get(artifact)
+    def _appeared(self, artifact: str) -> bool:
+        """Created in this turn: absent when the turn began, present now."""
+        return (
+            self._baseline.get(artifact) is None and _digest(self.workspace / artifact) is not None
+        )
+
+    def _changed(self, artifact: str) -> bool:
+        """Its digest differs from the one at the turn's start (created, rewritten, deleted)."""
+        return _digest(self.workspace / artifact) != self._baseline.get(artifact)
 
     def _check_leak(self, text: str, allowed: Sequence[Signal]) -> None:
         said_ok = {s.reveals for s in allowed} | set(self.revealed)

@@ -118,13 +118,13 @@ def _write_then_finish(episode: Episode) -> None:
 def test_a_deliverable_interrupts_the_turn_and_events_mark_the_patch(engine: RolloutEngine) -> None:
     pkg = good_package("weather_report", turns=2, seed=7)
     turn = pkg.patches[0].model_copy(
-        update={"trigger": Trigger(kind="artifact_exists", artifact="report.xlsx")}
+        update={"trigger": Trigger(kind="artifact_appeared", artifact="report.xlsx")}
     )
     pkg = replace(pkg, patches=[turn])
     t = run(engine, pkg, "t-write-then-finish")
     assert t.termination.reason == "agent_done"
     [said] = [i for i in t.interventions if i.kind == "turn"]
-    assert said.trigger == "artifact_exists" and said.patch_kind == turn.kind
+    assert said.trigger == "artifact_appeared" and said.patch_kind == turn.kind
     assert t.messages[said.at_message].role == "user" and t.messages[said.at_message].turn == 1
     kinds = [(e.kind, e.turn) for e in t.workspace_events]
     assert kinds[0] == ("files_changed", 0)  # the agent's draft, before the user's patch

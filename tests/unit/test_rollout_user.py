@@ -122,25 +122,79 @@ def test_a_question_past_the_knowledge_boundary_gets_i_dont_know() -> None:
 
 
 # ---- triggers on observed progress ------------------------------------------------------
-def test_artifact_exists_fires_when_the_deliverable_appears_not_before(
+def test_appeared_fires_when_the_deliverable_is_created_not_before(
     pkg: EnvironmentPackage, tmp_path: Path
 ) -> None:
-    pkg = with_turns(pkg, Trigger(kind="artifact_exists", artifact="report.xlsx"))
+    pkg = with_turns(pkg, Trigger(kind="artifact_appeared", artifact="report.xlsx"))
     user = simulator(pkg, tmp_path)
     assert user.after_tool_call() is None
     (user.workspace / "report.xlsx").write_bytes(b"first version")
     due = user.after_tool_call()
-    assert due is not None and due.trigger == "artifact_exists" and due.patch.turn == 1
+    assert due is not None and due.trigger == "artifact_appeared" and due.patch.turn == 1
+    assert (
+        due.detail
+        == "report.xlsx appeared: absent when turn 0 began (after 2 tool calls in turn 0)"
+    )
 
 
-def test_an_artifact_already_there_must_change_to_count(
+def test_the_old_name_artifact_exists_means_appeared(
     pkg: EnvironmentPackage, tmp_path: Path
 ) -> None:
-    pkg = with_turns(pkg, Trigger(kind="artifact_exists", artifact="README.md"))
+    pkg = with_turns(pkg, Trigger(kind="artifact_exists", artifact="report.xlsx"))
+    user = simulator(pkg, tmp_path)
+    (user.workspace / "report.xlsx").write_bytes(b"first version")
+    due = user.after_tool_call()
+    assert due is not None and due.trigger == "artifact_appeared"
+
+
+def test_appeared_never_fires_for_a_file_that_was_there_when_the_turn_began(
+    pkg: EnvironmentPackage, tmp_path: Path
+) -> None:
+    pkg = with_turns(pkg, Trigger(kind="artifact_appeared", artifact="README.md"))
     user = simulator(pkg, tmp_path)
     assert user.after_tool_call() is None  # s0's README.md is not the agent's work
     (user.workspace / "README.md").write_text("edited by the agent\n")
-    assert user.after_tool_call() is not None
+    assert user.after_tool_call() is None  # modified, not created
+    (user.workspace / "README.md").unlink()
+    assert user.after_tool_call() is None
+    (user.workspace / "README.md").write_text("recreated\n")  # absent at the start? no
+    assert user.after_tool_call() is None
+
+
+def test_changed_compares_digests_with_the_turns_start(
+    pkg: EnvironmentPackage, tmp_path: Path
+) -> None:
+    pkg = with_turns(
+        pkg,
+        Trigger(kind="after_agent_turn", agent_turn=1),
+        Trigger(kind="artifact_changed", artifact="report.xlsx"),
+    )
+    user = simulator(pkg, tmp_path)
+    (user.workspace / "report.xlsx").write_bytes(b"turn 0's version")
+    first = user.after_agent_turn(claimed_done=True)
+    assert first is not None
+    user.fire(first)  # turn 1 begins with report.xlsx already there
+    assert user.after_tool_call() is None  # untouched: the agent is only looking
+    (user.workspace / "report.xlsx").write_bytes(b"turn 0's version")  # same bytes again
+    assert user.after_tool_call() is None
+    (user.workspace / "report.xlsx").write_bytes(b"turn 1's version")
+    due = user.after_tool_call()
+    assert due is not None and due.trigger == "artifact_changed"
+    assert due.detail == "report.xlsx changed since turn 1 began (after 3 tool calls in turn 1)"
+
+
+def test_a_mid_turn_trigger_waits_for_the_calls_its_plan_gives(
+    pkg: EnvironmentPackage, tmp_path: Path
+) -> None:
+    pkg = with_turns(
+        pkg, Trigger(kind="artifact_appeared", artifact="report.xlsx", min_tool_calls=3)
+    )
+    user = simulator(pkg, tmp_path)
+    (user.workspace / "report.xlsx").write_bytes(b"written by the first call")
+    assert user.after_tool_call() is None
+    assert user.after_tool_call() is None
+    due = user.after_tool_call()
+    assert due is not None and "after 3 tool calls" in due.detail
 
 
 def test_tool_calls_trigger_counts_calls_in_the_current_turn(
@@ -164,17 +218,45 @@ def test_ending_a_turn_fires_the_next_one_and_the_last_ends_the_episode(
     pkg = with_turns(
         pkg,
         Trigger(kind="after_agent_turn", agent_turn=1),
-        Trigger(kind="artifact_exists", artifact="summary.json"),
+        Trigger(kind="artifact_appeared", artifact="summary.json"),
     )
     user = simulator(pkg, tmp_path)
     due = user.after_agent_turn(claimed_done=True)
     assert due is not None and due.trigger == "agent_claimed_done"
+    assert (
+        due.detail
+        == "the agent finished in turn 0 after 0 tool calls: its turn 1 ended, as planned"
+    )
     user.fire(due)
     moved_on = user.after_agent_turn(claimed_done=False)  # summary.json never appeared
     assert moved_on is not None and moved_on.trigger == "agent_ended_turn"
     assert "without producing summary.json" in moved_on.detail
     user.fire(moved_on)
     assert user.remaining == 0 and user.after_agent_turn(claimed_done=True) is None
+
+
+def test_the_recorded_text_says_when_the_plan_moved(
+    pkg: EnvironmentPackage, tmp_path: Path
+) -> None:
+    """Turn 1 fires mid-turn, so the agent's first end of turn comes in turn 1: the text of
+    turn 2 (planned after the agent's turn 2) says what happened, not the plan alone."""
+    pkg = with_turns(
+        pkg,
+        Trigger(kind="artifact_appeared", artifact="report.xlsx"),
+        Trigger(kind="after_agent_turn", agent_turn=2),
+    )
+    user = simulator(pkg, tmp_path)
+    (user.workspace / "report.xlsx").write_bytes(b"draft")
+    mid = user.after_tool_call()
+    assert mid is not None
+    user.fire(mid)
+    user.after_tool_call()
+    due = user.after_agent_turn(claimed_done=True)
+    assert due is not None
+    assert due.detail == (
+        "the agent finished in turn 1 after 1 tool calls: its turn 1 ended; the plan said "
+        "after its turn 2, and the user never leaves a planned turn unsaid"
+    )
 
 
 # ---- patches ----------------------------------------------------------------------------
