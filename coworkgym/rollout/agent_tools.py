@@ -14,7 +14,7 @@ import hashlib
 import os
 import posixpath
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from ..llm.tools import RoleMounts, Tool, ToolBox, standard_tools
 from ..package.cowork import Interfaces
 from ..package.package import EnvironmentPackage
 from ..runtime.verifier_copy import shown
-from ..sandbox import Mount, Sandbox
+from ..sandbox import BubblewrapSandbox, Mount, Sandbox
 from .harness import ASK_USER_TOOL, FINISH_TOOL
 from .trajectory import FileDigest
 
@@ -89,7 +89,25 @@ def agent_toolbox(
         max_files=max_files,
         names=list(interfaces.tools),
     )
-    return ToolBox.of(tools)
+    note = persistence_note(sandbox, mounts.cwd)
+    return ToolBox.of(
+        replace(t, description=f"{t.description} {note}") if t.name == "shell" else t for t in tools
+    )
+
+
+def persistence_note(sandbox: Sandbox, workdir: str) -> str:
+    """What survives from one shell call to the next, as it is on this backend (bubblewrap
+    mounts a fresh tmpfs at /tmp for every run; the in-pod backend runs plain subprocesses
+    in the pod, whose /tmp is the pod's): a script written to /tmp and gone at the next call
+    must not surprise the agent."""
+    fresh = "Each call is a new bash process: the current directory, shell variables and "
+    fresh += "background processes do not carry over."
+    if isinstance(sandbox, BubblewrapSandbox):
+        return (
+            f"{fresh} Only {workdir} persists between calls; /tmp (also $HOME) is empty again "
+            f"at every call, so keep any file you need later under {workdir}."
+        )
+    return f"{fresh} {workdir} persists between calls; keep any file you need later there."
 
 
 def episode_tool_specs(toolbox: ToolBox) -> list[dict[str, Any]]:
@@ -203,5 +221,6 @@ __all__ = [
     "digests",
     "episode_tool_specs",
     "interfaces_of",
+    "persistence_note",
     "remove_special_files",
 ]
