@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from coworkgym.llm.tools import ToolBox
 from coworkgym.package.cowork import Interfaces
 from coworkgym.rollout import agent_tools
 from coworkgym.sandbox import Sandbox, default_sandbox
@@ -23,13 +24,13 @@ SECOND = (
 )
 
 
-def _shell(sandbox: Sandbox, workspace: Path) -> agent_tools.ToolBox:
+def _shell(sandbox: Sandbox, workspace: Path) -> ToolBox:
     interfaces = Interfaces(tools=["shell"], workdir=WORKDIR)
     mounts = agent_tools.agent_mounts(workspace, WORKDIR, interfaces)
     return agent_tools.agent_toolbox(mounts, sandbox, interfaces)
 
 
-def _two_calls(box: agent_tools.ToolBox, first_call: str = FIRST, then: str = SECOND) -> str:
+def _two_calls(box: ToolBox, first_call: str = FIRST, then: str = SECOND) -> str:
     first = box.dispatch("shell", json.dumps({"command": first_call}))
     assert first.ok, first.text
     second = box.dispatch("shell", json.dumps({"command": then}))
@@ -37,7 +38,7 @@ def _two_calls(box: agent_tools.ToolBox, first_call: str = FIRST, then: str = SE
     return second.text
 
 
-def _description(box: agent_tools.ToolBox) -> str:
+def _description(box: ToolBox) -> str:
     [spec] = [s for s in box.specs() if s["function"]["name"] == "shell"]
     return str(spec["function"]["description"])
 
