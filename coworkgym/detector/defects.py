@@ -43,6 +43,7 @@ class DefectCode(StrEnum):
     ACCEPTS_DAMAGED_INPUTS = "ACCEPTS_DAMAGED_INPUTS"
     LABELS_MISMATCH = "LABELS_MISMATCH"
     ANSWER_AMBIGUOUS = "ANSWER_AMBIGUOUS"
+    USER_GIVES_AWAY_TRAP = "USER_GIVES_AWAY_TRAP"
 
 
 # code → (owner, what it means). The owner is the role whose output must change.
@@ -77,6 +78,7 @@ CATALOGUE: dict[DefectCode, tuple[Owner, str]] = {
     DefectCode.ACCEPTS_DAMAGED_INPUTS: ("verifier", "altering the inputs goes unpunished"),
     DefectCode.LABELS_MISMATCH: ("builder", "a taxonomy label does not describe the task"),
     DefectCode.ANSWER_AMBIGUOUS: ("builder", "the instruction leaves a checked value open"),
+    DefectCode.USER_GIVES_AWAY_TRAP: ("builder", "the scripted user gives a task's trap away"),
 }
 
 
