@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import random
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,25 @@ class Reading:
     tolerance: float = 0.0  # values closer than this are the same answer
 
 
+@dataclass(frozen=True)
+class Trap:
+    """Something the agent must notice in the data itself, which the instruction does not
+    say, with the phrases that would give it away (regexes, case insensitive). The user
+    never says one: not in a turn message, not in an answer (``coworkgym.detector.
+    user_hints`` checks the package, the user simulator every reply)."""
+
+    name: str
+    what: str  # the trap, for the defect's message
+    giveaways: tuple[str, ...]
+
+    def given_away(self, text: str) -> str | None:
+        """The first giveaway phrase ``text`` matches, or None."""
+        for phrase in self.giveaways:
+            if re.search(phrase, text, re.IGNORECASE):
+                return phrase
+        return None
+
+
 class TaskFamily(ABC):
     """A family declares, as data, the labels that are true of every task it drafts: the
     taxonomy cells it serves (each of its ``scenarios`` leaves × each of its
@@ -90,6 +110,7 @@ class TaskFamily(ABC):
     modalities: ClassVar[tuple[str, ...]]
     safety: ClassVar[tuple[str, ...]] = ("none",)
     later_capabilities: ClassVar[tuple[str, ...]] = ()
+    traps: ClassVar[tuple[Trap, ...]] = ()  # what the user must never give away
     full_turns: ClassVar[int] = 3
     max_turns: ClassVar[int] = 3
 

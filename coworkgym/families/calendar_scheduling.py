@@ -25,6 +25,7 @@ from datetime import date, datetime, timedelta
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CustomScript, VerifierSpec
+from .base import Trap
 from .common import (
     CHECK_PRELUDE,
     FamilyDraft,
@@ -371,6 +372,18 @@ class CalendarScheduling(TaskFamily):
     later_capabilities = ("requirement_tracking", "dependency_tracking")
     deliverables = ("json", "ics")
     modalities = ("tabular",)  # the detector maps no modality to .ics calendars
+    traps = (
+        Trap(
+            "utc_export",
+            "one calendar is exported in UTC (stamps ending in Z), an hour behind office time",
+            (
+                r"ending in ['\"`]?Z\b",
+                r"\bZ['\"`]?\s+(?:means|is|stands for)\s+UTC",
+                r"exported in UTC\b(?![+-])",
+                r"\bin UTC\b(?![+-])",
+            ),
+        ),
+    )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("calendar")
@@ -649,7 +662,8 @@ def _user(setting: Setting) -> UserState:
     signals = [
         Signal(
             trigger="agent asks about the time zone of the calendars",
-            reveals="office time is UTC+01:00 all week; a stamp ending in Z is UTC",
+            # what the app writes into an export is past this user's knowledge
+            reveals="office time is UTC+01:00 all week",
         )
     ]
     goals = ["Meetings should land as early in the week as the calendars allow."]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import TurnPatch
 from ..verifier.spec import Component, CustomScript, VerifierSpec
+from .base import Trap
 from .common import (
     CHECK_PRELUDE,
     FamilyDraft,
@@ -329,6 +330,22 @@ class CodeReview(TaskFamily):
     later_capabilities = ("requirement_tracking", "dependency_tracking")
     deliverables = ("json",)
     modalities = ("code", "text")
+    traps = (
+        Trap(
+            "swapped_parameters",
+            "the change swaps a function's parameters; its existing callers pass the old order",
+            (
+                r"\bswap\w*\b[^.]*\b(?:parameters?|arguments?|params?)\b",
+                r"\b(?:parameters?|arguments?|params?)\b[^.]*\bswapped\b",
+                r"\bold (?:argument|parameter) order\b",
+            ),
+        ),
+        Trap(
+            "max_keeps_first_tie",
+            "max with a key keeps the first of ties, as the old loop did: not a defect",
+            (r"\bfirst of (?:the )?ties\b", r"\bmax\b[^.]*\b(?:harmless|fine|not a defect)\b"),
+        ),
+    )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("review")
@@ -487,8 +504,9 @@ def _instruction() -> str:
         "unit_error": "a quantity in the wrong unit or scale",
         "wrong_variable": "a correct expression applied to the wrong variable",
         "missing_check": "a check or filter the old code had, dropped",
-        "api_mismatch": "a changed function whose existing callers (in files the change does "
-        "not touch) now pass or get the wrong thing",
+        "api_mismatch": "a function whose parameters or result the change alters while "
+        "existing calls to it (on lines the change leaves as they were, in any file) still "
+        "pass or expect the old ones; flag the changed `def` line",
     }
     listing = "\n".join(f"  - `{k}`: {v}" for k, v in kinds.items())
     return f"""\

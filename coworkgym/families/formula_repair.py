@@ -29,6 +29,7 @@ from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import TurnPatch
 from ..verifier.spec import Component, CustomScript, VerifierSpec
 from . import formulas
+from .base import Trap
 from .common import (
     CHECK_PRELUDE,
     FamilyDraft,
@@ -310,6 +311,18 @@ class FormulaRepair(TaskFamily):
     deliverables = ("xlsx", "json")
     modalities = ("tabular",)
     safety = ("financial_data",)
+    traps = (
+        Trap(
+            "anchored_reference",
+            "an absolute reference pins every row's formula to the first row",
+            (r"\banchor\w*", r"\babsolute reference", r"\$[A-Z]+\$\d+"),
+        ),
+        Trap(
+            "typed_over_formula",
+            "a stale number is typed over a formula",
+            (r"\btyped over\b", r"\bhard-?coded\b", r"\bstale (?:number|value)\b"),
+        ),
+    )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("formulas")

@@ -29,6 +29,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import TurnPatch
 from ..verifier.spec import Component, CustomScript, VerifierSpec
+from .base import Trap
 from .common import (
     CHECK_PRELUDE,
     FamilyDraft,
@@ -356,6 +357,19 @@ class InboxTriage(TaskFamily):
     deliverables = ("json",)  # the drafts folder is an mbox, a format the taxonomy lacks
     modalities = ("text", "tabular")
     safety = ("external_communication",)
+    traps = (
+        Trap(
+            "sender_time_zones",
+            "messages are sent from several time zones: the latest is by the instant sent, "
+            "not the wall-clock time",
+            (
+                r"\boffsets?\b",
+                r"wall[- ]clock",
+                r"convert\w* [^.]*\bto (?:UTC|office time)",
+                r"\btime zones? (?:differ|vary)",
+            ),
+        ),
+    )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("inbox")
@@ -403,7 +417,8 @@ class InboxTriage(TaskFamily):
                 "does not know how the mail client threads messages",
                 (
                     "agent asks which time zone the messages use",
-                    "compare the send times with their offsets; the office is on UTC+01:00",
+                    # how to read the headers is past this user's knowledge (the trap)
+                    "the office is on UTC+01:00",
                 ),
             ),
             inputs=input_artifacts({INBOX: "other", CONTACTS: "csv", POLICY: "md"}),

@@ -160,6 +160,7 @@ SimulatorFaultKind = Literal[
     "stopped_early",  # ended the episode before all planned turns fired
     "unauthorized_update",  # tried to change a file the turn does not authorize
     "simulator_error",  # the simulator itself crashed or its model failed
+    "trap_given_away",  # said a giveaway of one of the family's declared traps
 ]
 
 

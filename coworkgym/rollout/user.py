@@ -24,7 +24,10 @@ The user speaks with a *voice*: scripted (the turn messages of ``patch.json``; a
 from the signal plan by keyword match) or an LLM (OpenAI-compatible). An LLM's words are
 checked: private state said near-verbatim (``private_state_leaked``), a turn message that
 omits or denies the files it patched (``contradicts_patch``); a failing model falls back
-to the scripted words and records ``simulator_error``. Faults are recorded, not hidden:
+to the scripted words and records ``simulator_error``. Any reply, scripted or not, that
+says a giveaway of one of the family's declared traps (``TaskFamily.traps``) is recorded
+as ``trap_given_away``; a scripted answer reveals a signal only to a question about its
+subject (``matches``). Faults are recorded, not hidden:
 the filters decide what to keep.
 """
 
@@ -38,7 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import openai
 import structlog
@@ -47,6 +50,9 @@ from ..package.cowork import ARTIFACT_TRIGGERS, FileUpdate, Signal, TurnPatch, U
 from ..package.package import EnvironmentPackage
 from ..runtime.workspace import apply_patch
 from .trajectory import FileChange, SimulatorFault, SimulatorFaultKind, TriggerKind
+
+if TYPE_CHECKING:
+    from ..families.base import Trap
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +91,12 @@ def keywords(text: str) -> set[str]:
 
 
 def matches(question: str, trigger: str) -> bool:
-    """A signal's trigger holds for a question when they share a content word."""
-    return bool(keywords(trigger) & keywords(question))
+    """A signal's trigger holds for a question about its subject: the question shares two
+    of the trigger's content words (its one word, if it has only one). One shared word is
+    not enough for a longer subject: "which calendar…" is not a question about "the time
+    zone of the calendars", and the user answers only what is asked."""
+    subject = keywords(trigger)
+    return len(subject & keywords(question)) >= min(2, len(subject)) > 0
 
 
 def near_verbatim(item: str, text: str) -> bool:
@@ -274,6 +284,7 @@ class UserSimulator:
         self.faults: list[SimulatorFault] = []
         self.seconds = 0.0  # time spent being the user (for the benchmarks)
         self._baseline: dict[str, str | None] = {}
+        self.traps = family_traps(pkg)
         self._mark_turn_start()
 
     # ---- what the engine asks ---------------------------------------------------------
@@ -359,6 +370,7 @@ class UserSimulator:
                 text, speaker = ScriptedVoice().answer(question, allowed, ctx), "scripted"
             if speaker == "llm":
                 self._check_leak(text, allowed)
+            self._check_traps(text)
             revealed = [s.reveals for s in allowed]
             self.revealed += [r for r in revealed if r not in self.revealed]
             return Answer(text, revealed, speaker)
@@ -382,6 +394,7 @@ class UserSimulator:
             except (openai.APIError, ValueError) as exc:
                 self.fault("simulator_error", f"the user model failed at turn {patch.turn}: {exc}")
                 message, speaker = patch.message, "scripted"
+            self._check_traps(message, turn=patch.turn)
             if speaker == "llm":
                 self._check_leak(message, [])
                 why = contradiction(message, patch)
@@ -474,11 +487,29 @@ class UserSimulator:
         for item in leaked(text, private):
             self.fault("private_state_leaked", f"said near-verbatim: {item!r}")
 
+    def _check_traps(self, text: str, *, turn: int | None = None) -> None:
+        """A reply that gives away one of the family's declared traps (phrases the
+        instruction itself does not state) is recorded: the user must not do the agent's
+        noticing for it."""
+        for trap in self.traps:
+            phrase = trap.given_away(text)
+            if phrase and not re.search(phrase, self.pkg.instruction, re.IGNORECASE):
+                self.fault("trap_given_away", f"{trap.name}: said {phrase!r}", turn=turn)
+
     def fault(self, kind: SimulatorFaultKind, detail: str, *, turn: int | None = None) -> None:
         log.info("user simulator fault", kind=kind, detail=detail)
         self.faults.append(
             SimulatorFault(kind=kind, turn=self.turn if turn is None else turn, detail=detail)
         )
+
+
+def family_traps(pkg: EnvironmentPackage) -> tuple[Trap, ...]:
+    """The traps the package's family declares (none for a plain Harbor task)."""
+    from ..families import FAMILIES  # the families are heavy (openpyxl, docx): on need
+
+    cowork = pkg.config.cowork
+    family = FAMILIES.get(cowork.family or "") if cowork is not None else None
+    return family.traps if family is not None else ()
 
 
 def _digest(path: Path) -> str | None:

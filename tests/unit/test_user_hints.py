@@ -1,0 +1,114 @@
+"""The user answers what it is asked and never gives a trap away (issue 25: asked about
+something else, the scripted user of calendar_scheduling said "a stamp ending in Z is UTC").
+Families declare their traps; the Issue Detector plays the scripted user against them, and
+the user simulator records any reply that says one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from coworkgym.detector.audit import audit
+from coworkgym.detector.defects import DefectCode
+from coworkgym.detector.user_hints import scripted_replies, traps_kept
+from coworkgym.families import FAMILIES
+from coworkgym.families.base import FamilyParams
+from coworkgym.package.cowork import Signal, TurnPatch
+from coworkgym.package.package import EnvironmentPackage
+from coworkgym.rollout.user import ScriptedVoice, UserSimulator, VoiceContext, matches
+from coworkgym.runtime.workspace import materialize
+from tests.support.builders import good_package
+
+OLD_HINT = "office time is UTC+01:00 all week; a stamp ending in Z is UTC"
+
+
+@pytest.fixture(scope="module")
+def calendar() -> EnvironmentPackage:
+    return good_package("calendar_scheduling", turns=3, seed=3, difficulty="hard")
+
+
+def test_a_question_on_another_subject_reveals_nothing() -> None:
+    subject = "agent asks about the time zone of the calendars"
+    assert matches("What time zone are the calendars in?", subject)
+    assert matches("Which time zone does the office use?", subject)
+    assert not matches("Which calendar file should I read first?", subject)  # one word
+    assert not matches("What time should the first meeting start?", subject)
+    assert matches("Which units is the precipitation in?", "agent asks about units")
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_no_family_lets_its_user_give_a_trap_away(family: str, difficulty: str) -> None:
+    """Every reply the scripted user can make, at every difficulty, against the traps."""
+    fam = FAMILIES[family]
+    draft = fam.draft(FamilyParams(seed=3, difficulty=difficulty, turns=3))  # type: ignore[arg-type]
+    ctx = VoiceContext(draft.user, draft.instruction, draft.instruction)
+    voice = ScriptedVoice()
+    said = [voice.answer(s.trigger, [s], ctx) for s in draft.user.signal_plan]
+    said += [voice.answer("Anything else before I start?", [], ctx)]
+    said += [t.patch.message for t in draft.turns]
+    given = [
+        (trap.name, text)
+        for trap in fam.traps
+        if not trap.given_away(draft.instruction)  # the task states it: no trap here
+        for text in said
+        if trap.given_away(text)
+    ]
+    assert given == []
+
+
+def test_the_detector_flags_a_user_who_gives_a_trap_away(calendar: EnvironmentPackage) -> None:
+    assert [d for d in audit(calendar) if d.code == DefectCode.USER_GIVES_AWAY_TRAP] == []
+    assert calendar.user is not None
+    signals = [
+        Signal(trigger=s.trigger, reveals=OLD_HINT) if "time zone" in s.trigger else s
+        for s in calendar.user.signal_plan
+    ]
+    hinting = replace(calendar, user=calendar.user.model_copy(update={"signal_plan": signals}))
+    [defect] = [d for d in audit(hinting) if d.code == DefectCode.USER_GIVES_AWAY_TRAP]
+    assert defect.owner == "builder" and defect.evidence["trap"] == "utc_export"
+    assert "time zone" in str(defect.evidence["where"])
+
+
+def test_a_turn_message_that_gives_a_trap_away_is_flagged_too(
+    calendar: EnvironmentPackage,
+) -> None:
+    patches: Sequence[TurnPatch] = [
+        p.model_copy(update={"message": f"{p.message} Note: Ben's export is in UTC."})
+        for p in calendar.patches
+    ]
+    hinting = replace(calendar, patches=list(patches))
+    found = list(traps_kept(hinting))
+    assert {d.evidence["where"] for d in found} == {f"turn {p.turn}'s message" for p in patches}
+    assert any(
+        w == "the answer to a question it cannot answer" for w, _ in scripted_replies(hinting)
+    )
+
+
+class Hints:
+    """A user model that says a giveaway whatever it is asked."""
+
+    speaker = "llm"
+
+    def turn_message(self, patch: TurnPatch, ctx: VoiceContext) -> str:
+        return patch.message
+
+    def answer(self, question: str, allowed: Sequence[Signal], ctx: VoiceContext) -> str:
+        return "Careful: a stamp ending in Z is UTC."
+
+
+def test_the_simulator_records_a_reply_that_gives_a_trap_away(
+    calendar: EnvironmentPackage, tmp_path: Path
+) -> None:
+    materialize(calendar, tmp_path / "ws")
+    user = UserSimulator(calendar, tmp_path / "ws", Hints())  # type: ignore[arg-type]
+    user.answer("Which calendar should I read first?")
+    assert [(f.kind, f.detail.split(":")[0]) for f in user.faults] == [
+        ("trap_given_away", "utc_export")
+    ]
+    scripted = UserSimulator(calendar, tmp_path / "ws")
+    answer = scripted.answer("What time zone are the calendars in?")
+    assert "UTC+01:00" in answer.text and scripted.faults == []
