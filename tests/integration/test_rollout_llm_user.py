@@ -37,6 +37,8 @@ def test_an_llm_user_speaks_its_turn_and_its_faults_are_recorded() -> None:
             call("ask_user", question="Which units is the precipitation in?"),
             call("ask_user", question="Is there anything else you care about?"),
             call("shell", command=f"export COWORK_TURN=0\n{solve}"),  # report.xlsx appears
+            call("list_files", path="."),
+            call("read_file", path="summary.json"),  # the turn's third call: the user speaks
             call("shell", command=f"export COWORK_TURN=1\n{solve}"),
             call("finish", summary="Redone.", deliverables=["report.xlsx", "summary.json"]),
         ],
