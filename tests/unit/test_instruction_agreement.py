@@ -20,6 +20,7 @@ from tests.support.builders import good_package
 
 FILE_TOKEN = re.compile(r"(?<!e\.g\. )`([^`\s<>*]+\.[a-z]{2,5}|[^`\s<>*]+/)`")
 DIFFICULTIES = ("easy", "medium", "hard")
+FIELD_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 
 
 def _draft(family: str, difficulty: str) -> FamilyDraft:
@@ -98,3 +99,40 @@ def _changed_function(patch: str, line: int, file: str) -> str:
     defined = re.match(r"def (\w+)\(", added.get((file.removeprefix("repo/"), line), ""))
     assert defined, f"{file}:{line} is no added def line"
     return defined.group(1)
+
+
+def _paths_and_fields(check: object) -> tuple[set[str], set[str]]:
+    """The workspace files a check reads and the JSON fields / columns it names."""
+    paths: set[str] = set()
+    fields: set[str] = set()
+    if isinstance(check, dict):
+        for key, value in check.items():
+            if key == "path" and isinstance(value, str) and not value.startswith("inputs/"):
+                paths.add(value)
+            elif key == "pointer" and isinstance(value, str):
+                # the top-level field is the deliverable's schema; below it keys may be
+                # data (a sector, a month, a message id)
+                top = value.split("/")[1] if value.count("/") else ""
+                fields |= {top} if FIELD_NAME.fullmatch(top) else set()
+            elif key in ("value_column", "column", "key_column") and isinstance(value, str):
+                fields.add(value)
+            elif key != "source":  # a source reads the verifier's private inputs
+                more = _paths_and_fields(value)
+                paths, fields = paths | more[0], fields | more[1]
+    elif isinstance(check, list):
+        for item in check:
+            more = _paths_and_fields(item)
+            paths, fields = paths | more[0], fields | more[1]
+    return paths, fields
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_verifier_reads_the_deliverables_and_fields_the_text_names(family: str) -> None:
+    pkg = good_package(family, turns=3, seed=3, difficulty="hard")
+    assert pkg.verifier is not None and pkg.artifacts is not None
+    declared = {a.path for a in pkg.artifacts.artifacts}
+    text = " ".join([pkg.instruction, *(p.message for p in pkg.patches)])
+    for component in pkg.verifier.components:
+        paths, fields = _paths_and_fields(component.check.model_dump(mode="json"))
+        assert paths <= declared, (component.id, paths - declared)
+        assert {f for f in fields if f not in text} == set(), component.id
