@@ -37,7 +37,7 @@ HARNESSES = [
             adapters.missing_library(name) is not None, reason=f"{name} is not installed"
         ),
     )
-    for name in ("mini-swe-agent", "openai-agents")
+    for name in ("openai-agents",)  # mini-swe-agent speaks text: test_rollout_mini_swe_agent
 ]
 
 
@@ -306,22 +306,6 @@ def test_a_spent_token_budget_ends_the_rollout_as_such(
     assert trajectory.reward is not None  # the policy ran out: its work is still verified
 
 
-@pytest.mark.skipif(
-    adapters.missing_library("mini-swe-agent") is not None, reason="mini-swe-agent missing"
-)
-def test_mini_swe_agents_own_submit_signal_ends_the_turn(
-    engine: RolloutEngine, package: EnvironmentPackage
-) -> None:
-    steps = [
-        call("shell", command=solve_command(package)),
-        call("shell", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
-    ]
-    trajectory, server = roll(engine, package, "mini-swe-agent", steps)
-    assert trajectory.termination.reason == "agent_done", trajectory.termination
-    assert trajectory.reward == 1.0
-    assert server.remaining("agent") == 0 and len(server.requests) == 2
-
-
 def test_a_missing_library_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(adapters.LIBRARIES, "openai-agents", "no_such_module_for_cowork_gym")
     with pytest.raises(HarnessError) as caught:
@@ -353,9 +337,12 @@ def test_the_command_rolls_both_adapters_out_and_stores_what_reloads(
         pytest.skip("no adapter library installed")
     configure_logging()  # as `main()` does: logs on stderr, stdout keeps the JSON
     where = package.write(tmp_path / "envs" / package.name)
-    solve = [call("shell", command=solve_command(package)), finish("report.xlsx")]
+    solve = {
+        "openai-agents": [call("shell", command=solve_command(package)), finish("report.xlsx")],
+        "mini-swe-agent": [mini_bash(solve_command(package)), mini_bash(MINI_SUBMIT)],
+    }
     out = tmp_path / "rollouts"
-    with ScriptedServer.from_lanes({"agent": solve * len(served)}) as server:
+    with ScriptedServer.from_lanes(lanes_for({name: solve[name] for name in served})) as server:
         harnesses = [arg for name in served for arg in ("--harness", name)]
         args = [str(where), *harnesses, "--model", MODEL, "--base-url", server.url]
         result = CliRunner().invoke(
@@ -382,7 +369,9 @@ def test_parallel_workers_run_adapter_rollouts_side_by_side(
     rollouts = samples * len(served)
     out = tmp_path / "rollouts"
     # every reply is the same, so the lane serves the interleaved rollouts in any order
-    with ScriptedServer.from_lanes({"agent": [finish()] * rollouts}) as server:
+    done = {"openai-agents": [finish()], "mini-swe-agent": [mini_bash(MINI_SUBMIT)]}
+    lanes = lanes_for({name: done[name] * samples for name in served})
+    with ScriptedServer.from_lanes(lanes) as server:
         harnesses = [arg for name in served for arg in ("--harness", name)]
         args = [str(where), *harnesses, "--model", MODEL, "--base-url", server.url]
         result = CliRunner().invoke(
@@ -390,12 +379,27 @@ def test_parallel_workers_run_adapter_rollouts_side_by_side(
             ["rollout", *args, "--samples", str(samples), "--workers", "3", "--out", str(out)],
         )
         assert result.exit_code == 0, result.output
-        assert server.remaining("agent") == 0
+        assert all(server.remaining(lane) == 0 for lane in lanes)
     stored = list(read_jsonl(out / "trajectories.jsonl"))
     assert len(stored) == rollouts and len({t.id for t in stored}) == rollouts
     assert all(t.termination.reason == "agent_done" for t in stored)
     # each rollout's record holds its own completion only
     assert all(len(t.agent_messages()) == 1 for t in stored)
+
+
+MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def mini_bash(command: str) -> dict[str, Any]:
+    """A reply in mini-swe-agent's text format: one bash block."""
+    return {"content": f"THOUGHT: go.\n\n```mswea_bash_command\n{command}\n```"}
+
+
+def lanes_for(scripts: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The server's lanes: mini-swe-agent's own system prompt is served by the default lane,
+    the episode's (openai-agents') by the agent lane."""
+    lane = {"mini-swe-agent": "default", "openai-agents": "agent"}
+    return {lane[name]: steps for name, steps in scripts.items()}
 
 
 def missing(name: str) -> bool:

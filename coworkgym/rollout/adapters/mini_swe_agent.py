@@ -10,16 +10,20 @@ What is mini-swe-agent's and what is the episode's:
 - The environment is the episode: every action becomes ``Episode.execute`` — a shell
   command runs in the agent's bubblewrap sandbox, which mounts the workspace and nothing
   else — instead of mini's ``LocalEnvironment`` (``subprocess`` on this host).
-- The model is offered the episode's tools and system prompt instead of mini's bash-only
-  templates, and each observation is the tool's output verbatim, so the trajectory records
-  what the model saw (past the built-in harness's context budget the oldest tool results
-  go out elided, as there; the record keeps them whole). Every tool call is handed to the
-  episode, which answers a malformed one (unknown tool, bad JSON) as an error and counts
-  it; mini's own format-error retries never fire.
-- Turn ends: a ``finish`` call, a reply without tool calls, or mini's own submit signal (a
-  shell command whose output starts with ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``). A later
-  user turn is appended to mini's message list and its loop goes on; once the episode is
-  done the loop gets mini's exit message.
+- The model sees mini's own interface: the system, instance, observation and format-error
+  templates of the installed package's ``config/default.yaml`` (loaded, not copied), plain
+  text completions with no ``tools`` field, one ```` ```mswea_bash_command ```` block per
+  reply parsed by mini's ``LitellmTextbasedModel`` regex, observations rendered with their
+  ``<returncode>``/``<output>``. The episode's tools are adapted into that bash interface:
+  a command runs as the episode's ``shell`` tool (workspace files are read and written with
+  bash, as mini expects), ``cowork-ask-user "question"`` reaches the user (the
+  ``ask_user`` tool), and mini's submit command ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``
+  ends the turn (the ``finish`` tool). The instance template's task is the instruction
+  followed by a short note naming those two commands. A reply without exactly one action
+  gets mini's format-error message, and is recorded as an agent message without calls.
+- A later user turn is appended to mini's message list as a new ``instance_template``-less
+  user message (``New instruction from the user: ...``) and its loop goes on; once the
+  episode is done the loop gets mini's exit message.
 
 Offline: litellm reads its bundled cost map (``LITELLM_LOCAL_MODEL_COST_MAP``), mini's
 startup banner and its per-user config (``~/.config/mini-swe-agent/.env``, which could set
@@ -29,8 +33,12 @@ keys or limits) are kept out of rollouts.
 from __future__ import annotations
 
 import copy
+import json
 import os
+import platform
+import shlex
 import tempfile
+from importlib import resources
 from typing import Any
 
 # Before litellm or minisweagent is imported: no cost map download, no banner, and mini's
@@ -44,13 +52,14 @@ if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
 
 import litellm
 import openai
+import yaml
 from minisweagent.agents.default import DefaultAgent
-from minisweagent.exceptions import Submitted
-from minisweagent.models.litellm_model import LitellmModel
+from minisweagent.exceptions import FormatError, Submitted
+from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 from openai.types.chat import ChatCompletion
 
 from ...llm import context
-from ..harness import Episode, HarnessError, PolicyConfig
+from ..harness import ASK_USER_TOOL, FINISH_TOOL, Episode, HarnessError, PolicyConfig
 from ..tool_calling import CONTEXT_CHARS, KEEP_RECENT, tokens_of
 from ..trajectory import TokenRecord, ToolCall
 from . import endpoint_failure
@@ -64,10 +73,31 @@ ENDPOINT_ERRORS = (
     openai.APIError,
 )
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini's own "task done" signal
+ASK_USER_COMMAND = "cowork-ask-user"  # the user, reachable from bash
 
 
-class _EpisodeModel(LitellmModel):
-    """mini's litellm model with the episode's tools; records every completion."""
+def mini_default_config() -> dict[str, Any]:
+    """The installed mini-swe-agent's ``config/default.yaml`` (its own templates)."""
+    text = resources.files("minisweagent.config").joinpath("default.yaml").read_text()
+    config: dict[str, Any] = yaml.safe_load(text)
+    return config
+
+
+def episode_note(workdir: str) -> str:
+    """How the episode's non-shell tools are reached from mini's bash-only interface."""
+    return (
+        f"\n\nYour working directory is {workdir}. To ask the user a clarifying question, "
+        f'run `{ASK_USER_COMMAND} "your question"` as the whole command; its output is their '
+        "answer. When you are done, submit as described below; the user may then give you a "
+        "new instruction."
+    )
+
+
+MINI_CONFIG = mini_default_config()
+
+
+class _EpisodeModel(LitellmTextbasedModel):
+    """mini's text-based litellm model (no tools field); records every completion."""
 
     # Retry nothing here: the OpenAI client under litellm retries (``max_retries``) and
     # honours the gateway's ``x-should-retry: false`` on a spent budget.
@@ -81,14 +111,14 @@ class _EpisodeModel(LitellmModel):
             "timeout": float(policy.extra.get("request_timeout_s", 180.0)),
             **policy.sampling(),
         }
-        super().__init__(
+        super().__init__(  # type: ignore[no-untyped-call]  # mini's untyped constructor
             model_name=f"openai/{policy.model}",
             model_kwargs=model_kwargs,
             cost_tracking="ignore_errors",
-            observation_template="{{ output.output }}",
+            observation_template=MINI_CONFIG["model"]["observation_template"],
+            format_error_template=MINI_CONFIG["model"]["format_error_template"],
         )
         self.episode = episode
-        self.tools = episode.tool_schemas()
         # Our own client for litellm to use: no proxy from the environment (the gateway is
         # loopback), and closed with the rollout — litellm would otherwise cache a client per
         # (endpoint, key), and every rollout has its own key.
@@ -99,6 +129,7 @@ class _EpisodeModel(LitellmModel):
             timeout=model_kwargs["timeout"],
             http_client=openai.DefaultHttpxClient(trust_env=False),
         )
+        self.n_replies = 0
         self.token_extras: dict[str, Any] = (
             {"logprobs": True, "extra_body": {"return_token_ids": True}}
             if policy.request_logprobs
@@ -109,15 +140,14 @@ class _EpisodeModel(LitellmModel):
         return litellm.completion(
             model=self.config.model_name,
             messages=messages,
-            tools=self.tools,
             client=self.client,
             **(self.config.model_kwargs | self.token_extras | kwargs),
         )
 
     def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """mini keeps the whole conversation; the wire is kept under the built-in harness's
-        character budget the same way (old tool results, then old arguments, elided — the
-        record keeps them whole)."""
+        character budget the same way (old observations elided — the record keeps them
+        whole)."""
         prepared: list[dict[str, Any]] = super()._prepare_messages_for_api(messages)
         if context.size(prepared) > CONTEXT_CHARS:
             prepared = copy.deepcopy(prepared)  # mini's own history stays whole
@@ -125,6 +155,7 @@ class _EpisodeModel(LitellmModel):
         return prepared
 
     def query(self, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
+        self.n_replies += 1
         try:
             try:
                 message: dict[str, Any] = super().query(messages, **kwargs)
@@ -133,30 +164,22 @@ class _EpisodeModel(LitellmModel):
                     raise
                 self.token_extras = {}  # the endpoint refuses token ids/logprobs: ask without
                 message = super().query(messages, **kwargs)
+        except FormatError as error:  # not exactly one action: recorded, answered by mini
+            self.episode.record_agent(str(error.messages[0]["extra"]["model_response"]), [])
+            raise
         except ENDPOINT_ERRORS as exc:
             raise endpoint_failure(exc, "mini-swe-agent") from exc
         extra = message.get("extra", {})
+        content = str(message.get("content") or "")
         calls = [
-            ToolCall(id=a["tool_call_id"], name=a["tool"], arguments=a["arguments"])
-            for a in extra.get("actions", [])
+            _tool_call(a["command"], content, f"call_{self.n_replies}_{index}")
+            for index, a in enumerate(extra.get("actions", []))
         ]
+        for action, call in zip(extra.get("actions", []), calls, strict=True):
+            action["tool_call"] = call
         response = extra.get("response")
-        self.episode.record_agent(
-            str(message.get("content") or ""), calls, _tokens(response), _finish(response)
-        )
+        self.episode.record_agent(content, calls, _tokens(response), _finish(response))
         return message
-
-    def _parse_actions(self, response: Any) -> list[dict[str, Any]]:
-        """Every tool call, as the model wrote it: the episode judges it, not mini."""
-        calls = response.choices[0].message.tool_calls or []
-        return [
-            {
-                "tool": getattr(call.function, "name", "") or "",
-                "arguments": getattr(call.function, "arguments", "") or "",
-                "tool_call_id": call.id or f"call_{index}",
-            }
-            for index, call in enumerate(calls)
-        ]
 
 
 class _EpisodeEnvironment:
@@ -168,16 +191,14 @@ class _EpisodeEnvironment:
         self.episode = episode
 
     def execute(self, action: dict[str, Any], cwd: str = "") -> dict[str, Any]:
-        call = ToolCall(
-            id=action["tool_call_id"], name=action["tool"], arguments=action["arguments"]
-        )
+        call: ToolCall = action["tool_call"]
         output = self.episode.execute(call)
-        if call.name == "shell" and not output.is_error and _submitted(output.text):
-            self.episode.end_turn(output.text)
         return {"output": output.text, "returncode": int(output.is_error), "exception_info": ""}
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
-        return dict(kwargs)
+        # what mini's LocalEnvironment offers its instance template (the sandbox shares
+        # this kernel)
+        return platform.uname()._asdict() | dict(kwargs)
 
     def serialize(self) -> dict[str, Any]:
         return {}
@@ -190,8 +211,8 @@ class _EpisodeAgent(DefaultAgent):
         super().__init__(
             model,
             env,
-            system_template="{{ cowork_system }}",  # rendered once, from the episode
-            instance_template="{{ task }}",
+            system_template=MINI_CONFIG["agent"]["system_template"],
+            instance_template=MINI_CONFIG["agent"]["instance_template"],
             step_limit=0,  # the episode counts steps and time, across turns
             cost_limit=0,
             max_consecutive_format_errors=0,
@@ -199,13 +220,12 @@ class _EpisodeAgent(DefaultAgent):
         self.episode = episode
 
     def execute_actions(self, message: dict[str, Any]) -> list[dict[str, Any]]:
-        actions = message.get("extra", {}).get("actions", [])
-        if not actions:  # a reply without a tool call ends the agent's turn
-            self.episode.end_turn(str(message.get("content") or ""))
         added = super().execute_actions(message)
         pending = self.episode.pending_user_message()
         if pending is not None:
-            added += self.add_messages({"role": "user", "content": pending})
+            added += self.add_messages(
+                {"role": "user", "content": f"New instruction from the user: {pending}"}
+            )
         if self.episode.done:
             raise Submitted({"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}})
         return added
@@ -220,7 +240,7 @@ class MiniSweAgentHarness:
         model = _EpisodeModel(episode, policy)
         agent = _EpisodeAgent(model, _EpisodeEnvironment(episode), episode)
         try:
-            agent.run(task=episode.instruction, cowork_system=episode.system_prompt)
+            agent.run(task=episode.instruction + episode_note(episode.workdir))
         except HarnessError:
             raise
         except Exception as exc:
@@ -231,10 +251,21 @@ class MiniSweAgentHarness:
             model.client.close()
 
 
-def _submitted(text: str) -> bool:
-    """mini's submit signal: the command's stdout starts with the marker line."""
-    _, sep, stdout = text.partition("--- stdout ---\n")
-    return bool(sep) and stdout.lstrip().startswith(SUBMIT_MARKER)
+def _tool_call(command: str, thought: str, call_id: str) -> ToolCall:
+    """One bash action as the episode tool it stands for: mini's submit command is
+    ``finish`` (the reply's text its summary), ``cowork-ask-user`` is ``ask_user``, anything
+    else runs in the shell."""
+    if command.strip() == f"echo {SUBMIT_MARKER}":
+        arguments = {"summary": thought.split("```")[0].strip() or "Submitted."}
+        return ToolCall(id=call_id, name=FINISH_TOOL, arguments=json.dumps(arguments))
+    if command.strip().startswith(ASK_USER_COMMAND + " "):
+        try:
+            words = shlex.split(command.strip())[1:]
+        except ValueError:
+            words = command.strip().split()[1:]
+        arguments = {"question": " ".join(words)}
+        return ToolCall(id=call_id, name=ASK_USER_TOOL, arguments=json.dumps(arguments))
+    return ToolCall(id=call_id, name="shell", arguments=json.dumps({"command": command}))
 
 
 def _tokens(response: Any) -> TokenRecord | None:
