@@ -163,11 +163,16 @@ def test_a_scripted_model_solves_through_the_library_in_the_sandbox(
     assert [m.tool_call_id for m in results] == [c.id for m in agent for c in m.tool_calls]
     sent = server.requests[2].tool_results()
     assert sent[-1] == results[1].content
-    # ...and the context the record holds is the one the library sent
+    # the SDK's own shape: its agent instructions (no tool list), its strict function tools
     opening = [(m["role"], m["content"]) for m in server.requests[0].messages]
-    assert opening == [(m.role, m.content) for m in trajectory.messages[:2]]
-    offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
-    assert offered[-2:] == ["ask_user", "finish"] and "shell" in offered
+    assert opening[1] == ("user", trajectory.messages[1].content)
+    assert opening[0][0] == "system" and opening[0][1] != trajectory.messages[0].content
+    assert "list_files" not in opening[0][1] and "list_files" in trajectory.messages[0].content
+    offered = server.requests[0].body["tools"]
+    assert [t["function"]["name"] for t in offered][-2:] == ["ask_user", "finish"]
+    assert all(t["function"]["strict"] is True for t in offered)
+    finish_schema = offered[-1]["function"]["parameters"]
+    assert finish_schema["required"] == ["summary", "deliverables"]
     # the shell ran in the agent's sandbox: no private files, no host tree, a private /tmp
     outputs = tool_outputs(trajectory)
     assert "probe-done" in outputs

@@ -8,10 +8,11 @@ What is the SDK's and what is the episode's:
   to OpenAI); no other traffic leaves this process.
 - The tools are the episode's, as SDK ``FunctionTool``s whose ``on_invoke_tool`` is
   ``Episode.execute``: a shell command runs in the agent's bubblewrap sandbox. Their schemas
-  are sent as the episode declares them (not the SDK's strict rewrite), and the raw argument
-  text reaches the episode, which answers a malformed call as an error and counts it; a call
-  to a tool that does not exist goes to the episode too (the SDK's ``tool_error_formatter``
-  hook), so its answer and its count are the episode's.
+  go out as the SDK sends its function tools: its strict rewrite (``"strict": true``, every
+  property required, no extra properties), so the model sees what an Agents SDK agent sees;
+  the raw argument text still reaches the episode, which answers a malformed call as an
+  error and counts it; a call to a tool that does not exist goes to the episode too (the
+  SDK's ``tool_error_formatter`` hook), so its answer and its count are the episode's.
 - Each completion is recorded as it arrives, from the HTTP response itself (an ``httpx``
   response hook on the SDK's client), because the SDK turns completions into its own items
   and drops token ids and logprobs.
@@ -53,7 +54,8 @@ from agents.tool_context import ToolContext
 from openai.types.chat import ChatCompletion
 
 from ...llm import context
-from ..harness import Episode, HarnessError, PolicyConfig
+from ..engine import AGENT_LANE_MARKER
+from ..harness import ASK_USER_TOOL, FINISH_TOOL, Episode, HarnessError, PolicyConfig
 from ..tool_calling import CONTEXT_CHARS, KEEP_RECENT, tokens_of
 from ..trajectory import ToolCall
 from . import endpoint_failure
@@ -170,10 +172,23 @@ def _episode_tools(episode: Episode) -> list[FunctionTool]:
                 description=function.get("description", ""),
                 params_json_schema=function.get("parameters", {"type": "object"}),
                 on_invoke_tool=invoke(function["name"]),
-                strict_json_schema=False,  # the episode's schema, as declared
+                strict_json_schema=True,  # the SDK's default: its strict rewrite
             )
         )
     return tools
+
+
+def agent_instructions(episode: Episode) -> str:
+    """An Agents SDK agent's ``instructions``: who the agent is and what done means. The SDK
+    describes the tools in the request's ``tools`` (strict schemas), so unlike the built-in
+    harness's system prompt these do not enumerate them. The first words are the episode's
+    (the gateway's lane for agent requests)."""
+    return (
+        f"{AGENT_LANE_MARKER}. Your job: carry out the user's request on the files in "
+        f"{episode.workdir}, using the tools you are given; there is no network. When a detail "
+        f"you need is missing, use {ASK_USER_TOOL}. When the work is done, call {FINISH_TOOL}; "
+        "the user may reply with a follow-up request, which you handle the same way."
+    )
 
 
 def _settings(policy: PolicyConfig, token_extras: bool) -> ModelSettings:
@@ -226,7 +241,7 @@ class OpenAIAgentsHarness:
         turn = _TurnControl(episode)
         agent: Agent[Any] = Agent(
             name="cowork-agent",
-            instructions=episode.system_prompt,
+            instructions=agent_instructions(episode),
             tools=list(_episode_tools(episode)),
             model=OpenAIChatCompletionsModel(model=policy.model, openai_client=client),
             model_settings=_settings(policy, policy.request_logprobs),
