@@ -13,9 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..families import FAMILIES
 from ..package.package import EnvironmentPackage
-from ..rollout.user import ScriptedVoice, VoiceContext
 from .defects import Defect, DefectCode
 
 UNANSWERABLE = "Is there anything else I should know before I start?"
@@ -23,6 +21,10 @@ UNANSWERABLE = "Is there anything else I should know before I start?"
 
 def scripted_replies(pkg: EnvironmentPackage) -> list[tuple[str, str]]:
     """(where, text) for everything the scripted user of ``pkg`` can say."""
+    # The simulator module brings the LLM client (the `llm` extra); the operator imports the
+    # detector without it, so the scripted user is loaded on need.
+    from ..rollout.user import ScriptedVoice, VoiceContext
+
     if pkg.user is None:
         return []
     voice = ScriptedVoice()
@@ -37,6 +39,8 @@ def scripted_replies(pkg: EnvironmentPackage) -> list[tuple[str, str]]:
 
 
 def traps_kept(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    from ..families import FAMILIES  # the families are heavy (openpyxl, docx): on need
+
     cowork = pkg.config.cowork
     if cowork is None or cowork.family not in FAMILIES:
         return
