@@ -65,10 +65,10 @@ test: system-deps install ## Run the test suite (unit + integration; test-bed te
 
 .PHONY: generate
 generate: install ## Regenerate crds/ and the chart's CRD copy from the pydantic models
-	$(PY) -m coworkgym_operator.api.crd
-	$(PY) -m coworkgym_operator.api.batch_crd
-	$(PY) -m coworkgym_operator.api.campaign_crd
-	$(PY) -m coworkgym_operator.api.training_crd
+	$(PY) -m coworkgym_operator.environment.api.crd
+	$(PY) -m coworkgym_operator.rollouts.api.crd
+	$(PY) -m coworkgym_operator.campaign.api.crd
+	$(PY) -m coworkgym_operator.training.api.crd
 
 .PHONY: lint
 lint: install install-training ## ruff, mypy and the layering contracts (import-linter)
@@ -78,10 +78,10 @@ lint: install install-training ## ruff, mypy and the layering contracts (import-
 
 .PHONY: verify
 verify: lint test ## Everything CI checks: generated files in sync, lint, types, tests
-	$(PY) -m coworkgym_operator.api.crd --check
-	$(PY) -m coworkgym_operator.api.batch_crd --check
-	$(PY) -m coworkgym_operator.api.campaign_crd --check
-	$(PY) -m coworkgym_operator.api.training_crd --check
+	$(PY) -m coworkgym_operator.environment.api.crd --check
+	$(PY) -m coworkgym_operator.rollouts.api.crd --check
+	$(PY) -m coworkgym_operator.campaign.api.crd --check
+	$(PY) -m coworkgym_operator.training.api.crd --check
 
 .PHONY: testbed-build
 testbed-build: ## Build the test-bed binaries from Go modules (cached outside the repo)

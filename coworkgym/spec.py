@@ -85,7 +85,7 @@ def _labels_enum(field: str) -> Callable[[dict[str, Any]], None]:
     return _enum(lambda: _taxonomy_values(field))
 
 
-# Messages shared with the CRD's CEL rules (coworkgym_operator.api.crd), so the CLI and the
+# Messages shared with the CRD's CEL rules (coworkgym_operator.environment.api.crd), so the CLI and the
 # API server refuse a spec with the same words.
 LLM_BACKEND_NEEDS_MODEL = "an 'llm' backend needs 'model' and 'baseUrl'"
 RELEASE_URI_NOT_S3 = (

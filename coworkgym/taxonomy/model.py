@@ -272,7 +272,7 @@ def rule_message(rule: Rule) -> tuple[RuleField, str]:
     """The field a broken rule is reported on (the first of its ``when``) and its message.
 
     The message is the same whichever labels broke the rule, so the CRD's CEL rule for it
-    (coworkgym_operator.api.labels) says word for word what the CLI says.
+    (coworkgym_operator.environment.api.labels) says word for word what the CLI says.
     """
     field = next(iter(rule.when))
     cause = _describe(rule.when)

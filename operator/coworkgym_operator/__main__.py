@@ -39,8 +39,8 @@ def main() -> None:
     from kopf.cli import CLIControls
     from kopf.cli import main as kopf_main
 
-    from . import shutdown
-    from .metrics import REGISTRY
+    from coworkgym_operator.core import shutdown
+    from coworkgym_operator.core.metrics import REGISTRY
 
     start_http_server(int(os.environ.get("COWORKGYM_METRICS_PORT", "8080")), registry=REGISTRY)
     timeout = float(os.environ.get("COWORKGYM_SHUTDOWN_TIMEOUT_SECONDS", "20"))

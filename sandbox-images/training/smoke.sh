@@ -15,8 +15,8 @@ ok "non-root (uid 10001)"
 python -c "import torch, transformers, ray.train, coworkgym_training.trainer" \
     || fail "the training extra does not import"
 ok "torch $(python -c 'import torch; print(torch.__version__)'), transformers, ray[train]"
-python -m coworkgym_operator.training_pod 2>&1 | grep -q "check-data|train" \
+python -m coworkgym_operator.training.pod 2>&1 | grep -q "check-data|train" \
     || fail "the pod's reporter is missing"
-ok "python -m coworkgym_operator.training_pod"
+ok "python -m coworkgym_operator.training.pod"
 cowork-gym train --help >/dev/null || fail "cowork-gym train is not registered"
 ok "cowork-gym train"

@@ -31,8 +31,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from coworkgym_operator.batch_builders import LABEL_BATCH, LABEL_STEP
-from coworkgym_operator.builders import LABEL_STAGE
+from coworkgym_operator.environment.builders import LABEL_STAGE
+from coworkgym_operator.rollouts.builders import LABEL_BATCH, LABEL_STEP
 from coworkgym_testbed.testbed import Testbed
 
 GROUP, VERSION = "coworkgym.dev", "v1alpha1"

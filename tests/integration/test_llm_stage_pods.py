@@ -27,8 +27,8 @@ from coworkgym.llm.gateway import Gateway
 from coworkgym.llm.serve import signed_resolver
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.spec import EnvironmentSpec
-from coworkgym_operator import builders
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment import builders
 from tests.fixtures.llm.server import FIXTURES, ScriptedServer
 from tests.integration.test_llm_roles import MODEL, llm_spec
 

@@ -1,6 +1,6 @@
 """The training pod's reporter around the real trainer, on this machine: the plan the
 operator builds for a TrainingRun (training_builders.train_plan, local model and data so
-nothing is staged), run by `python -m coworkgym_operator.training_pod train`, which runs
+nothing is staged), run by `python -m coworkgym_operator.training.pod train`, which runs
 `cowork-gym train --config` (Ray Train, one gloo worker); its log carries the status lines
 the controller reads, and its result the checkpoint. What the node e2e does in a pod, here
 in a process, so a change of the trainer's CLI or files shows up without a cluster."""
@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("ray", reason="needs the training extra: make install-training")
 
-from coworkgym_operator.api.training import TrainingRunSpec
-from coworkgym_operator.reconcile.training import last_report
-from coworkgym_operator.training_builders import train_plan
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.api.types import TrainingRunSpec
+from coworkgym_operator.training.builders.run import train_plan
+from coworkgym_operator.training.reconcile.plan import last_report
+from coworkgym_operator.training.settings import TrainingSettings
 from tests.training.trainer_runs import workspace
 
 pytestmark = pytest.mark.timeout(600)
@@ -46,7 +46,7 @@ def local_plan(tmp_path: Path, root: Path, spec: TrainingRunSpec) -> dict[str, A
 def run_pod(plan: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"COWORKGYM_POD_INPUT": json.dumps(plan)}
     return subprocess.run(
-        [sys.executable, "-m", "coworkgym_operator.training_pod", "train"],
+        [sys.executable, "-m", "coworkgym_operator.training.pod", "train"],
         env=env, capture_output=True, text=True, timeout=540, check=False,
     )  # fmt: skip
 

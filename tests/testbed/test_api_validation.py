@@ -13,7 +13,7 @@ import pytest
 from coworkgym.package.errors import PackageError
 from coworkgym.spec import parse_spec_document
 from coworkgym.synth import sampled_specs
-from coworkgym_operator.api import crd as crd_module
+from coworkgym_operator.environment.api import crd as crd_module
 from coworkgym_testbed.testbed import Testbed
 from tests.support.bad_specs import BAD_SPECS, GOOD, BadSpec, manifest_with
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.settings import TrainingSettings
 from coworkgym_testbed.testbed import Testbed
 from tests.testbed.test_chart import CHART, kube_version, one, render  # noqa: F401 - fixture
 

@@ -42,7 +42,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from coworkgym.release import S3_RETRIES, S3Publisher
-from coworkgym_operator.builders import LABEL_STAGE
+from coworkgym_operator.environment.builders import LABEL_STAGE
 from coworkgym_testbed.s3 import client as s3_client
 from coworkgym_testbed.testbed import Testbed, restart, up
 from tests.drills.loop import (

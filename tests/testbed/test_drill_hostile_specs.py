@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_testbed.kopfkit import kopf_runner
 from coworkgym_testbed.testbed import Testbed
 from tests.drills.record import DrillResult, Row, record
@@ -66,7 +66,7 @@ def operator(
         "COWORKGYM_SANDBOX_DEFAULTS",
         '{"nodeSelector": {"coworkgym.dev/kubelet": "played-by-test"}}',
     )
-    from coworkgym_operator.controllers import environment
+    from coworkgym_operator.environment import handlers as environment
 
     monkeypatch.setattr(environment, "_kube", None)
     monkeypatch.setattr(environment, "SETTINGS", OperatorSettings.from_env())
@@ -160,4 +160,3 @@ def test_every_hostile_spec_is_refused_at_the_api_server_and_the_operator_stays_
     assert not failed_unnamed, failed_unnamed
     assert alive and runner.exception is None
     assert handler_failures == 0, runner.output[-4000:]
-

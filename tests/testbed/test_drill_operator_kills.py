@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.batch_builders import job_name as batch_job_name
-from coworkgym_operator.batch_builders import rollout_id
+from coworkgym_operator.rollouts.builders import job_name as batch_job_name
+from coworkgym_operator.rollouts.builders import rollout_id
 from tests.drills.loop import (
     STAGES,
     Kubelet,

@@ -30,7 +30,7 @@ import pytest
 pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("ray", reason="needs the training extra: make install-training")
 
-from coworkgym_operator.rayjob import AGENT_PORTS
+from coworkgym_operator.training.builders.rayjob import AGENT_PORTS
 from coworkgym_testbed import images
 from coworkgym_testbed.testbed import Testbed, add_kuberay, kuberay_requested
 from tests.support.kube import Cluster

@@ -28,8 +28,8 @@ import httpx
 import pytest
 
 from coworkgym.spec import EnvironmentSpec
-from coworkgym_operator import builders
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment import builders
 from coworkgym_testbed import images
 from coworkgym_testbed.node import NODE_IP, NODE_NAME
 from coworkgym_testbed.testbed import Testbed

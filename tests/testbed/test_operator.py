@@ -13,9 +13,10 @@ from contextlib import AbstractContextManager
 import pytest
 from kopf.testing import KopfRunner
 
-from coworkgym_operator.controllers.environment import family_of
-from coworkgym_operator.metrics import FINISHED, REGISTRY
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.handlers import family_of
+from coworkgym_operator.environment.metrics import FINISHED
 from coworkgym_testbed.kopfkit import kopf_runner
 from tests.support.kube import Cluster, manifest, stage_input
 
@@ -31,7 +32,7 @@ def operator(
         "COWORKGYM_SANDBOX_DEFAULTS",
         '{"nodeSelector": {"coworkgym.dev/kubelet": "played-by-test"}}',
     )
-    from coworkgym_operator.controllers import environment
+    from coworkgym_operator.environment import handlers as environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
     # the module may have been imported (and its settings read) before this fixture ran

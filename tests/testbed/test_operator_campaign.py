@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
-from coworkgym_operator.metrics import REGISTRY
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_testbed.kopfkit import kopf_runner
 from tests.support.kube import Cluster
 
@@ -29,7 +29,8 @@ def operator(
     ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[[], AbstractContextManager[KopfRunner]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
-    from coworkgym_operator.controllers import campaign, environment
+    from coworkgym_operator.campaign import handlers as campaign
+    from coworkgym_operator.environment import handlers as environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
     monkeypatch.setattr(campaign, "_campaign_kube", None)

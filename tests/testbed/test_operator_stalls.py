@@ -29,8 +29,8 @@ def operator(
 ) -> Iterator[Callable[[], AbstractContextManager[KopfRunner]]]:
     monkeypatch.setenv("COWORKGYM_STAGE_START_GRACE_SECONDS", str(GRACE_S))
     monkeypatch.setenv("COWORKGYM_SANDBOX_DEFAULTS", json.dumps({"nodeSelector": NOWHERE}))
-    from coworkgym_operator.controllers import environment
-    from coworkgym_operator.settings import OperatorSettings
+    from coworkgym_operator.core.settings import OperatorSettings
+    from coworkgym_operator.environment import handlers as environment
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
     # the module may have been imported (and its settings read) by an earlier test

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
-from coworkgym_operator.api.batch import (
+from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.rollouts.api.types import (
     ONE_SELECTION,
     OUTPUT_NOT_S3,
     POLICY_NEEDS_ENDPOINT,
     SPEC_FROZEN,
 )
-from coworkgym_operator.metrics import REGISTRY
 from coworkgym_testbed.kopfkit import kopf_runner
 from coworkgym_testbed.testbed import Testbed
 from tests.support.kube import Cluster
@@ -130,8 +130,8 @@ def operator(
     ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[], AbstractContextManager[KopfRunner]]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
-    from coworkgym_operator.controllers import batch as controller
-    from coworkgym_operator.controllers import environment
+    from coworkgym_operator.environment import handlers as environment
+    from coworkgym_operator.rollouts import handlers as controller
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
     monkeypatch.setattr(controller, "_batch_kube", None)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kopf.testing import KopfRunner
 
-from coworkgym_operator.api.training import (
+from coworkgym_operator.training.api.types import (
     BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
     MODEL_URI,
@@ -145,8 +145,8 @@ def operator(
     ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[], AbstractContextManager[KopfRunner]]]:
     monkeypatch.setenv("COWORKGYM_RECONCILE_INTERVAL", "0.5")
-    from coworkgym_operator.controllers import environment
-    from coworkgym_operator.controllers import training as controller
+    from coworkgym_operator.environment import handlers as environment
+    from coworkgym_operator.training import handlers as controller
 
     monkeypatch.setattr(environment, "_kube", None)  # log in afresh to this test-bed
     monkeypatch.setattr(controller, "_training_kube", None)

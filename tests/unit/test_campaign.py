@@ -12,19 +12,19 @@ from pydantic import ValidationError
 
 from coworkgym.spec import EnvironmentSpec, spec_problems
 from coworkgym.taxonomy import cell_of
-from coworkgym_operator.api import campaign_crd
-from coworkgym_operator.api.campaign import SynthesisCampaignSpec
-from coworkgym_operator.reconcile.campaign import (
-    CampaignObserved,
-    ChildState,
-    reconcile_campaign,
-)
-from coworkgym_operator.reconcile.campaign_plan import (
+from coworkgym_operator.campaign.api import crd as campaign_crd
+from coworkgym_operator.campaign.api.types import SynthesisCampaignSpec
+from coworkgym_operator.campaign.reconcile.children import (
     LABEL_CAMPAIGN,
     child_manifest,
     plan,
     served_cells,
     unserved,
+)
+from coworkgym_operator.campaign.reconcile.plan import (
+    CampaignObserved,
+    ChildState,
+    reconcile_campaign,
 )
 
 SERVED = sorted(served_cells(3))
@@ -229,7 +229,7 @@ def test_a_quota_the_taxonomy_does_not_serve_fails_before_any_child() -> None:
 
 # ---- the CRD --------------------------------------------------------------------------------
 def test_the_files_on_disk_match_the_models() -> None:
-    assert campaign_crd.main(["--check"]) == 0, "run python -m coworkgym_operator.api.campaign_crd"
+    assert campaign_crd.main(["--check"]) == 0, "run python -m coworkgym_operator.campaign.api.crd"
     copies = [t.read_text() for t in campaign_crd.TARGETS]
     assert copies[0] == copies[1] == campaign_crd.render()
 

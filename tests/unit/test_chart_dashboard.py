@@ -21,8 +21,8 @@ import yaml
 
 import coworkgym_operator
 from coworkgym.loop.machine import Phase
-from coworkgym_operator import metrics
-from coworkgym_operator.campaign_metrics import STATES as CAMPAIGN_STATES
+from coworkgym_operator.campaign.metrics import STATES as CAMPAIGN_STATES
+from coworkgym_operator.environment import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cowork-gym"
@@ -51,11 +51,12 @@ LABEL_LISTS = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\
 def exported_series() -> dict[str, set[str]]:
     """Series name → its label names, for every metric on the operator's registry, as
     /metrics exposes them (a counter's _total, a histogram's _bucket with le, _sum, _count).
-    Every *metrics module of the operator package is imported first, so each registers its
+    Every kind's metrics module (and the core's) is imported first, so each registers its
     metrics, and a metric renamed there fails the tests below."""
-    for module in pkgutil.iter_modules(coworkgym_operator.__path__):
-        if module.name.endswith("metrics"):
-            importlib.import_module(f"coworkgym_operator.{module.name}")
+    prefix = f"{coworkgym_operator.__name__}."
+    for module in pkgutil.walk_packages(coworkgym_operator.__path__, prefix):
+        if module.name.endswith(".metrics"):
+            importlib.import_module(module.name)
     series: dict[str, set[str]] = {}
     for collector in set(metrics.REGISTRY._names_to_collectors.values()):
         labels = set(getattr(collector, "_labelnames", ()))

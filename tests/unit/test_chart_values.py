@@ -14,7 +14,7 @@ import yaml
 
 from coworkgym.spec import SandboxSettings, parse_spec_document
 from coworkgym.taxonomy import validate_labels
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cowork-gym"
@@ -294,10 +294,10 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 
 
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
-    from coworkgym_operator import batch_metrics as _rollouts  # noqa: F401 - registers them
-    from coworkgym_operator import campaign_metrics as _campaigns  # noqa: F401 - registers them
-    from coworkgym_operator import metrics
-    from coworkgym_operator import training_metrics as _training  # noqa: F401 - registers them
+    from coworkgym_operator.campaign import metrics as _campaigns  # noqa: F401 - registers them
+    from coworkgym_operator.environment import metrics
+    from coworkgym_operator.rollouts import metrics as _rollouts  # noqa: F401 - registers them
+    from coworkgym_operator.training import metrics as _training  # noqa: F401 - registers them
 
     exported = set()
     for collector in metrics.REGISTRY._names_to_collectors.values():

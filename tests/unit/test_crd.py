@@ -11,10 +11,10 @@ import pytest
 
 from coworkgym.spec import EnvironmentSpec, registered_families
 from coworkgym.taxonomy import load_taxonomy, rule_message
-from coworkgym_operator.api import crd
-from coworkgym_operator.api.labels import label_rules
-from coworkgym_operator.builders import stage_job
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.api import crd
+from coworkgym_operator.environment.api.labels import label_rules
+from coworkgym_operator.environment.builders import stage_job
 from tests.support.builders import environment_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,8 +18,8 @@ import yaml
 
 from coworkgym.package.errors import PackageError
 from coworkgym.spec import parse_spec_document
-from coworkgym_operator.reconcile.environment import Observed, reconcile
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.reconcile.loop import Observed, reconcile
 from tests.drills.record import DrillResult, Row, record
 from tests.support.hostile_specs import HostileSpec, hostile_specs
 

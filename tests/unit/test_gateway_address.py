@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coworkgym_operator.controllers.gateway_address import by_address
+from coworkgym_operator.core.gateway_address import by_address
 
 
 def test_a_host_name_becomes_its_address() -> None:

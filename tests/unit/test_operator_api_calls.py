@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator import metrics
-from coworkgym_operator.kube import Kube, api_call_of
+from coworkgym_operator.core.kube import Kube, api_call_of
+from coworkgym_operator.environment import metrics
 
 BASE = "https://127.0.0.1:6443"
 

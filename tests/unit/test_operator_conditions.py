@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.reconcile.environment import (
-    JobObservation,
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.reconcile.loop import (
     Observed,
     Plan,
     pending_job_name,
     reconcile,
 )
-from coworkgym_operator.settings import OperatorSettings
 from tests.support.builders import environment_spec
 
 SETTINGS = OperatorSettings()

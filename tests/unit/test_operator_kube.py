@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coworkgym_operator.kube import merge_patch
+from coworkgym_operator.core.kube import merge_patch
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:

@@ -8,15 +8,16 @@ from typing import Any
 
 from coworkgym.llm.signed_tokens import verify
 from coworkgym.spec import EnvironmentSpec
-from coworkgym_operator.builders import (
-    LABEL_EGRESS,
+from coworkgym_operator.core.builders import LABEL_EGRESS
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.builders import (
     gateway_tokens,
     gateway_tokens_name,
     network_policies,
     stage_job,
 )
-from coworkgym_operator.reconcile.environment import JobObservation, Observed, Plan, reconcile
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.environment.reconcile.loop import Observed, Plan, reconcile
 from tests.support.builders import environment_spec
 
 GATEWAY = OperatorSettings(

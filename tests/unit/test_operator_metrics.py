@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from coworkgym_operator import metrics
-from coworkgym_operator.controllers.environment import family_of
+from coworkgym_operator.environment import metrics
+from coworkgym_operator.environment.handlers import family_of
 
 
 def gauge(namespace: str, family: str, phase: str) -> float:
@@ -76,7 +76,7 @@ def test_kopf_uses_the_projects_finalizer_event_source_and_a_quiet_log() -> None
 
     import kopf
 
-    from coworkgym_operator.controllers import environment
+    from coworkgym_operator.environment import handlers as environment
 
     settings = kopf.OperatorSettings()
     environment.configure(settings=settings)

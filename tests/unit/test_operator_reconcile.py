@@ -6,17 +6,18 @@ import copy
 from typing import Any
 
 from coworkgym.loop.machine import Phase
-from coworkgym_operator.api import crd
-from coworkgym_operator.builders import MOUNTS, stage_job
-from coworkgym_operator.reconcile.conditions import conditions_for, derive_phase, merge
-from coworkgym_operator.reconcile.environment import (
-    JobObservation,
+from coworkgym_operator.core.conditions import merge
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.api import crd
+from coworkgym_operator.environment.builders import MOUNTS, stage_job
+from coworkgym_operator.environment.reconcile.conditions import conditions_for, derive_phase
+from coworkgym_operator.environment.reconcile.loop import (
     Observed,
     Plan,
     pending_job_name,
     reconcile,
 )
-from coworkgym_operator.settings import OperatorSettings
 from tests.support.builders import environment_spec
 
 SETTINGS = OperatorSettings()

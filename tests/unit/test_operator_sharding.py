@@ -10,11 +10,11 @@ import kopf
 import pytest
 from kopf._cogs.structs.references import Resource
 
-from coworkgym_operator.api.campaign import SynthesisCampaignSpec
-from coworkgym_operator.reconcile.campaign_plan import child_manifest, plan, served_cells
-from coworkgym_operator.reconcile.environment import Observed, reconcile
-from coworkgym_operator.settings import OperatorSettings
-from coworkgym_operator.sharding import LABEL_SHARD, shard_from_env, watch_only_shard
+from coworkgym_operator.campaign.api.types import SynthesisCampaignSpec
+from coworkgym_operator.campaign.reconcile.children import child_manifest, plan, served_cells
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.core.sharding import LABEL_SHARD, shard_from_env, watch_only_shard
+from coworkgym_operator.environment.reconcile.loop import Observed, reconcile
 from tests.support.builders import environment_spec
 
 SHARD = "b"

@@ -6,15 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from coworkgym_operator.reconcile.environment import (
-    JobObservation,
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.pods import PodProblem, PodStart, pod_start
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.environment.reconcile.loop import (
     Observed,
     Plan,
     pending_job_name,
     reconcile,
 )
-from coworkgym_operator.reconcile.pods import PodProblem, PodStart, pod_start
-from coworkgym_operator.settings import OperatorSettings
 from tests.support.builders import environment_spec
 
 SETTINGS = OperatorSettings(stage_start_grace_seconds=120)

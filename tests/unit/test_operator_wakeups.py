@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 
-from coworkgym_operator.controllers.wakeups import Key, Wakeups
+from coworkgym_operator.core.wakeups import Key, Wakeups
 
 A: Key = ("ns", "a", "uid-a")
 B: Key = ("ns", "b", "uid-b")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from coworkgym_operator.controllers.watches import Indices
-from coworkgym_operator.reconcile.observe import job_observation, job_summary, pod_summary
+from coworkgym_operator.core.observe import job_observation, job_summary, pod_summary
+from coworkgym_operator.environment.watches import Indices
 
 JOB = {
     "metadata": {

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from coworkgym.rollout import engine as _engine  # noqa: F401 - registers every harness
 from coworkgym.rollout.harness import harness_names
-from coworkgym_operator.api import batch_crd
-from coworkgym_operator.api.batch import (
+from coworkgym_operator.rollouts.api import crd as batch_crd
+from coworkgym_operator.rollouts.api.types import (
     HARNESSES,
     MANIFEST_NOT_S3,
     ONE_SELECTION,

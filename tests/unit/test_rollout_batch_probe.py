@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from coworkgym_operator.kube_batch import probe
+from coworkgym_operator.rollouts.kube import probe
 from tests.fixtures.llm.server import ScriptedServer
 
 

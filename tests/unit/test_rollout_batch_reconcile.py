@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from coworkgym.llm.signed_tokens import verify
-from coworkgym_operator import batch_builders as bb
-from coworkgym_operator.api.batch import ResolvedEnvironment
-from coworkgym_operator.batch_settings import BatchSettings
-from coworkgym_operator.reconcile.batch import BatchObserved, BatchPlan, reconcile_batch
-from coworkgym_operator.reconcile.environment import JobObservation
-from coworkgym_operator.settings import OperatorSettings
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.rollouts import builders as bb
+from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
+from coworkgym_operator.rollouts.reconcile.plan import BatchObserved, BatchPlan, reconcile_batch
+from coworkgym_operator.rollouts.settings import BatchSettings
 
 NOW = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
 SETTINGS = BatchSettings(
@@ -137,7 +137,7 @@ class FakeCluster:
         return {"ok": True, "valid": True, "passed": job.endswith("s0"), "reward": 1.0}
 
     def observe(self, b: Manifest) -> BatchObserved:
-        from coworkgym_operator.reconcile.batch import jobs_to_observe
+        from coworkgym_operator.rollouts.reconcile.plan import jobs_to_observe
 
         jobs = {}
         for name in jobs_to_observe(b):
@@ -280,7 +280,7 @@ def test_a_failed_fetch_fails_the_batch_with_its_error() -> None:
 @pytest.fixture
 def rollout_pod() -> Manifest:
     b = batch()
-    from coworkgym_operator.api.batch import RolloutBatchSpec
+    from coworkgym_operator.rollouts.api.types import RolloutBatchSpec
 
     spec = RolloutBatchSpec.model_validate(b["spec"])
     pod: Manifest = bb.rollout_job(b, spec, "e1-p0-s1", ENVS[1], SETTINGS)["spec"]["template"]
@@ -313,7 +313,7 @@ def test_the_user_container_holds_the_package_and_a_token_never_a_key(
 
 
 def test_only_fetch_and_collect_get_storage_credentials() -> None:
-    from coworkgym_operator.api.batch import RolloutBatchSpec
+    from coworkgym_operator.rollouts.api.types import RolloutBatchSpec
 
     b = batch()
     spec = RolloutBatchSpec.model_validate(b["spec"])
@@ -338,7 +338,7 @@ def test_only_fetch_and_collect_get_storage_credentials() -> None:
 
 
 def test_tokens_are_per_rollout_signed_and_carry_no_key() -> None:
-    from coworkgym_operator.api.batch import RolloutBatchSpec
+    from coworkgym_operator.rollouts.api.types import RolloutBatchSpec
 
     b = batch(policies=[
         {"harness": "tool-calling", "model": "m", "baseUrl": "http://llm/v1",
@@ -375,7 +375,7 @@ def test_network_policies_fence_each_kind_of_pod() -> None:
 def test_a_rollout_pod_that_cannot_start_becomes_invalid_after_the_grace() -> None:
     from datetime import timedelta
 
-    from coworkgym_operator.reconcile.pods import PodProblem, PodStart
+    from coworkgym_operator.core.pods import PodProblem, PodStart
 
     cluster = FakeCluster()
     b = batch()
@@ -405,7 +405,7 @@ def test_a_rollout_pod_that_cannot_start_becomes_invalid_after_the_grace() -> No
 def test_a_fetch_pod_that_cannot_start_fails_the_batch() -> None:
     from datetime import timedelta
 
-    from coworkgym_operator.reconcile.pods import PodStart
+    from coworkgym_operator.core.pods import PodStart
 
     b = batch()
     plan = reconcile_batch(b, observed(), SETTINGS)
@@ -419,7 +419,7 @@ def test_a_fetch_pod_that_cannot_start_fails_the_batch() -> None:
 
 
 def test_the_status_patch_removes_what_the_status_no_longer_has() -> None:
-    from coworkgym_operator.kube import merge_patch
+    from coworkgym_operator.core.kube import merge_patch
 
     before = {"running": {"e0-p0-s0": "verify", "e0-p0-s1": "rollout"}, "phase": "Running"}
     after = {"running": {"e0-p0-s1": "rollout"}, "phase": "Running", "tokens": 5}

@@ -169,8 +169,8 @@ def test_the_default_spec_round_trips_through_the_wire() -> None:
 
 
 def test_the_operator_marks_an_invalid_spec_failed_with_a_sentence() -> None:
-    from coworkgym_operator.reconcile.environment import Observed, reconcile
-    from coworkgym_operator.settings import OperatorSettings
+    from coworkgym_operator.core.settings import OperatorSettings
+    from coworkgym_operator.environment.reconcile.loop import Observed, reconcile
 
     env = {
         **manifest_with({"task": {"family": "cooking"}}),

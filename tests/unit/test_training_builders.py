@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.api.training import TrainingRunSpec
-from coworkgym_operator.rayjob import build_rayjob, rayjob_outcome
-from coworkgym_operator.training_builders import (
+from coworkgym_operator.training.api.types import TrainingRunSpec
+from coworkgym_operator.training.builders.rayjob import build_rayjob, rayjob_outcome
+from coworkgym_operator.training.builders.run import (
     check_data_job,
     train_config,
     train_plan,
     training_job,
 )
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.settings import TrainingSettings
 
 GPU = TrainingSettings(
     image="registry.example/cowork-gym/training:1",
@@ -75,7 +75,7 @@ def test_the_job_maps_the_lifecycle_fields_and_the_gpu_settings() -> None:
     assert container["resources"]["limits"] == {"cpu": "16", "memory": "64Gi",
                                                 "nvidia.com/gpu": "8"}  # fmt: skip
     assert {"name": "shm", "mountPath": "/dev/shm"} in container["volumeMounts"]
-    assert container["command"][-2:] == ["coworkgym_operator.training_pod", "train"]
+    assert container["command"][-2:] == ["coworkgym_operator.training.pod", "train"]
 
 
 def test_no_deadline_and_the_operators_ttl_when_the_run_sets_none() -> None:
@@ -156,7 +156,7 @@ def test_the_rayjob_has_a_worker_per_worker_with_its_gpus_and_the_lifecycle() ->
     assert (rayjob["apiVersion"], rayjob["kind"]) == ("ray.io/v1", "RayJob")
     assert rayjob["metadata"]["ownerReferences"][0]["kind"] == "TrainingRun"
     spec = rayjob["spec"]
-    assert spec["entrypoint"] == "python -m coworkgym_operator.training_pod train"
+    assert spec["entrypoint"] == "python -m coworkgym_operator.training.pod train"
     assert spec["submissionMode"] == "K8sJobMode"
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"]) == (3, 7200)
     assert (spec["ttlSecondsAfterFinished"], spec["suspend"]) == (300, True)

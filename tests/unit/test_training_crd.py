@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from coworkgym_operator.api import training_crd
-from coworkgym_operator.api.training import (
+from coworkgym_operator.training.api import crd as training_crd
+from coworkgym_operator.training.api.types import (
     BATCH_BELOW_WORKERS,
     DATA_NOT_S3,
     DATA_REQUIRED,

@@ -8,11 +8,15 @@ from typing import Any
 
 from kubernetes import client
 
-from coworkgym_operator.api.training import TrainingRunSpec
-from coworkgym_operator.kube import Kube
-from coworkgym_operator.kube_training import TrainingKube
-from coworkgym_operator.round_builders import round_batch, serving_deployment, serving_service
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.core.kube import Kube
+from coworkgym_operator.training.api.types import TrainingRunSpec
+from coworkgym_operator.training.builders.rounds import (
+    round_batch,
+    serving_deployment,
+    serving_service,
+)
+from coworkgym_operator.training.kube import TrainingKube
+from coworkgym_operator.training.settings import TrainingSettings
 
 RUN = {
     "metadata": {"name": "tiny", "namespace": "ml", "uid": "u-1"},

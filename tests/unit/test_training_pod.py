@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator import training_pod
-from coworkgym_operator.reconcile.training import last_report
+from coworkgym_operator.training import pod as training_pod
+from coworkgym_operator.training.reconcile.plan import last_report
 
 
 def fake_trainer(

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.api.batch import ResolvedEnvironment
-from coworkgym_operator.reconcile.environment import JobObservation
-from coworkgym_operator.reconcile.pods import PodStart
-from coworkgym_operator.reconcile.training import (
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.pods import PodStart
+from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
+from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
     EnvironmentsSeen,
     TrainingObserved,
@@ -22,7 +22,7 @@ from coworkgym_operator.reconcile.training import (
     last_report,
     reconcile_training,
 )
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.settings import TrainingSettings
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 SETTINGS = TrainingSettings()
@@ -228,7 +228,7 @@ def test_job_failures_name_the_lifecycle_field(job_reason: str, reason: str, fie
 
 
 def test_a_training_pod_that_cannot_start_fails_the_run() -> None:
-    from coworkgym_operator.reconcile.pods import PodProblem
+    from coworkgym_operator.core.pods import PodProblem
 
     run = run_of()
     to_training(run)

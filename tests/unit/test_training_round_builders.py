@@ -11,21 +11,21 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.api.batch import ResolvedEnvironment, RolloutBatchSpec
-from coworkgym_operator.api.training import TrainingRunSpec
-from coworkgym_operator.reconcile.pods import PodStart
-from coworkgym_operator.reconcile.training_observe import batch_seen, serving_seen
-from coworkgym_operator.round_builders import (
+from coworkgym_operator.core.pods import PodStart
+from coworkgym_operator.core.settings import OperatorSettings
+from coworkgym_operator.core.sharding import LABEL_SHARD as SHARD_LABEL
+from coworkgym_operator.rollouts.api.types import ResolvedEnvironment, RolloutBatchSpec
+from coworkgym_operator.training.api.types import TrainingRunSpec
+from coworkgym_operator.training.builders.rounds import (
     round_batch,
     serve_name,
     serving_deployment,
     serving_policy,
     serving_service,
 )
-from coworkgym_operator.settings import OperatorSettings
-from coworkgym_operator.sharding import LABEL_SHARD as SHARD_LABEL
-from coworkgym_operator.training_builders import RoundTraining, training_job
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.builders.run import RoundTraining, training_job
+from coworkgym_operator.training.reconcile.observe import batch_seen, serving_seen
+from coworkgym_operator.training.settings import TrainingSettings
 
 STORE = OperatorSettings(
     s3_secret="s3-creds", s3_endpoint="http://10.244.0.1:8333", store_cidr="10.244.0.1/32",
@@ -203,7 +203,7 @@ def test_the_rounds_training_job_starts_from_the_weights_it_served() -> None:
 
 def test_the_rounds_training_config_is_one_the_trainer_accepts() -> None:
     trainer = pytest.importorskip("coworkgym_training.trainer")
-    from coworkgym_operator.training_builders import train_config
+    from coworkgym_operator.training.builders.run import train_config
 
     run = run_of(hyperparameters={"maxSteps": 2})
     config = train_config(spec_of(run), RoundTraining(0, "/models/tiny", "s3://d/kept.jsonl"))

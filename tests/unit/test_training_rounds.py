@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from coworkgym_operator.api.batch import ResolvedEnvironment
-from coworkgym_operator.reconcile.environment import JobObservation
-from coworkgym_operator.reconcile.pods import PodProblem, PodStart
-from coworkgym_operator.reconcile.training import (
+from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.pods import PodProblem, PodStart
+from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
+from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
     EnvironmentsSeen,
     ServingSeen,
@@ -28,8 +28,8 @@ from coworkgym_operator.reconcile.training import (
     TrainingPlan,
     reconcile_training,
 )
-from coworkgym_operator.reconcile.training_rounds import ROUND_STEPS
-from coworkgym_operator.training_settings import TrainingSettings
+from coworkgym_operator.training.reconcile.rounds import ROUND_STEPS
+from coworkgym_operator.training.settings import TrainingSettings
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 SETTINGS = TrainingSettings()

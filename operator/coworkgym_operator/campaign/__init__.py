@@ -1,0 +1,1 @@
+"""SynthesisCampaign: many CoworkEnvironments planned from quotas."""

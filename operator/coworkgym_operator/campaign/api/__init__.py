@@ -1,0 +1,1 @@
+"""The SynthesisCampaign API: pydantic models are the contract; the CRD is generated."""

@@ -1,0 +1,1 @@
+"""The SynthesisCampaign's pure reconcile: observed children in, a plan out."""

@@ -1,0 +1,40 @@
+"""The operator's metrics registry, and the metrics every kind shares (reconciles, API
+calls, transitions, the wake-up queue); each kind's own are in ``<kind>/metrics.py``.
+One prefix: coworkgym_."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+RECONCILES = Counter(
+    "coworkgym_reconcile", "Reconciles run", ["namespace", "kind"], registry=REGISTRY
+)
+
+RECONCILE_ERRORS = Counter(
+    "coworkgym_reconcile_errors", "Reconciles that raised", ["namespace", "kind"], registry=REGISTRY
+)
+
+API_CALLS = Counter(
+    "coworkgym_api_calls",
+    "Kubernetes API requests the operator's handlers made (kopf's own watches, annotations "
+    "and events not included), by verb (get, list, create, patch, delete, deletecollection) "
+    "and resource",
+    ["verb", "resource"],
+    registry=REGISTRY,
+)
+
+WAKEUPS_PENDING = Gauge(
+    "coworkgym_wakeups_pending",
+    "Environments with a wake-up queued (for the clock, work in flight or a retry)",
+    registry=REGISTRY,
+)
+
+TRANSITIONS = Counter(
+    "coworkgym_transitions",
+    "Phase changes written, by kind: API calls per transition = "
+    "rate(coworkgym_api_calls_total) / rate(coworkgym_transitions_total)",
+    ["namespace", "kind"],
+    registry=REGISTRY,
+)

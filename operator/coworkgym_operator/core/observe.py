@@ -1,0 +1,171 @@
+"""A stage Job's state, read from the Job and its pods as plain dicts (camelCase, as the API
+serves them and as kopf's watches deliver them): one reading for both ways the operator
+sees them — a GET and a LIST (``Kube.observe_job``) or the in-memory indices kept by watches
+(``controllers/watches.py``), so the decision is the same either way.
+
+The watches keep only what this reading needs (``job_summary``, ``pod_summary``): a few
+hundred bytes per object instead of the whole manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from coworkgym_operator.core.builders import LABEL_GENERATION
+from coworkgym_operator.core.pods import PodStart, pod_start
+
+Plain = dict[str, Any]
+JobState = Literal["missing", "running", "succeeded", "failed"]
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    name: str
+    state: JobState
+    result: dict[str, Any] | None = None  # the stage's termination message
+    reason: str = ""
+    seconds: float | None = None
+    created_at: datetime | None = None  # the Job's creationTimestamp
+    generation: int | None = None  # the environment's generation the Job was built from
+    start: PodStart = field(default_factory=PodStart)  # whether its pod started, and why not
+
+
+def stuck(job: JobObservation, now: datetime | None, grace_s: float) -> str:
+    """Why a running Job's pod will not start (image pull, no node fits, bad config), once
+    it has failed to start for ``grace_s``; "" while it may still start. A scheduled pod
+    still pulling its image is left alone (the Job's deadline bounds it)."""
+    start = job.start
+    if start.started or now is None or job.created_at is None:
+        return ""
+    if start.problem is None and start.scheduled:
+        return ""
+    if (now - job.created_at).total_seconds() < grace_s:
+        return ""
+    why = start.problem.describe() if start.problem else "its pod was not scheduled"
+    return f"did not start within {grace_s:g} s: {why}"
+
+
+def job_summary(job: Plain) -> Plain:
+    """What ``job_observation`` reads of a Job: its name, generation label, creation time,
+    start/completion times and its True conditions; and its owner's uid."""
+    meta, status = job.get("metadata") or {}, job.get("status") or {}
+    owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("controller")]
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "ownerUid": owners[0] if owners else None,  # its environment's, for pod events
+            "creationTimestamp": meta.get("creationTimestamp"),
+            "labels": {
+                k: v for k, v in (meta.get("labels") or {}).items() if k == LABEL_GENERATION
+            },
+        },
+        "status": {
+            "startTime": status.get("startTime"),
+            "completionTime": status.get("completionTime"),
+            "conditions": [
+                {k: c.get(k) for k in ("type", "status", "reason", "message")}
+                for c in status.get("conditions") or []
+                if c.get("status") == "True"
+            ],
+        },
+    }
+
+
+def pod_summary(pod: Plain) -> Plain:
+    """What the readers need of a stage pod: phase, node, scheduling conditions, container
+    states (with the termination message: the stage's result)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    return {
+        "spec": {"nodeName": spec.get("nodeName")},
+        "status": {
+            "phase": status.get("phase"),
+            "conditions": [
+                {k: c.get(k) for k in ("type", "status", "reason", "message")}
+                for c in status.get("conditions") or []
+                if c.get("type") == "PodScheduled"
+            ],
+            "initContainerStatuses": [
+                {"state": c.get("state") or {}} for c in status.get("initContainerStatuses") or []
+            ],
+            "containerStatuses": [
+                {"state": c.get("state") or {}} for c in status.get("containerStatuses") or []
+            ],
+        },
+    }
+
+
+def job_observation(
+    name: str, job: Plain | None, pods: Iterable[Plain], wait_for_pods: bool = False
+) -> JobObservation:
+    """The Job's state: missing, running (with whether its pod started), succeeded or
+    failed (with the stage's result from its pod's termination message).
+
+    ``wait_for_pods``: the pods come from a watch that may lag the Job's: a finished Job
+    whose pods are all still shown unfinished reads as running until the pod's own update
+    arrives (a GET then a LIST never sees that)."""
+    if job is None:
+        return JobObservation(name, "missing")
+    pods = list(pods)
+    result, pod_state = _pod_result(pods)
+    status = job.get("status") or {}
+    conditions = {
+        c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"
+    }
+    finished = "Complete" in conditions or "Failed" in conditions
+    lagging = wait_for_pods and finished and pods and pod_state is None
+    seconds = _seconds(status.get("startTime"), status.get("completionTime"))
+    if not lagging and (pod_state == "succeeded" or "Complete" in conditions):
+        return JobObservation(name, "succeeded", result, seconds=seconds)
+    if not lagging and (pod_state == "failed" or "Failed" in conditions):
+        failed = conditions.get("Failed")
+        reason = f"{failed.get('reason')}: {failed.get('message')}" if failed else "pod failed"
+        return JobObservation(name, "failed", result, reason=reason, seconds=seconds)
+    meta = job.get("metadata") or {}
+    generation = str((meta.get("labels") or {}).get(LABEL_GENERATION, ""))
+    return JobObservation(
+        name,
+        "running",
+        created_at=_time(meta.get("creationTimestamp")),
+        generation=int(generation) if generation.isdigit() else None,
+        start=pod_start(pods),
+    )
+
+
+def _pod_result(pods: list[Plain]) -> tuple[dict[str, Any] | None, str | None]:
+    """The stage's JSON result from its pod's termination message, and the pod's phase."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        phase = str(status.get("phase") or "").lower()
+        for container in status.get("containerStatuses") or []:
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            message = terminated.get("message")
+            if message:
+                try:
+                    return json.loads(message.strip().splitlines()[-1]), phase
+                except ValueError:
+                    return {"ok": False, "error": message[-500:]}, phase
+        if phase in ("succeeded", "failed"):
+            return None, phase
+    return None, None
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value))
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    begun, ended = _time(start), _time(end)
+    if begun is None or ended is None:
+        return None
+    return max(0.0, (ended - begun).total_seconds())
+
+
+__all__ = ["job_observation", "job_summary", "pod_summary"]

@@ -1,0 +1,1 @@
+"""CoworkEnvironment: the build → execute → revise loop run as stage Jobs."""

@@ -1,0 +1,197 @@
+"""Generate the CustomResourceDefinition from the pydantic models.
+
+    python -m coworkgym_operator.environment.api.crd            # rewrite crds/ and the chart's copy
+    python -m coworkgym_operator.environment.api.crd --check    # exit 1 if either has drifted
+
+Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,
+so references are inlined, ``anyOf [X, null]`` becomes ``nullable``, numeric exclusive
+bounds become boolean ones, and titles are dropped. Field descriptions stay (whitespace
+folded, so kubectl explain wraps them cleanly).
+
+What the API server refuses, and how that compares with the CLI (coworkgym.spec):
+
+- task.family and every taxonomy label are enums generated from the registered families
+  and coworkgym/taxonomy/taxonomy.yaml (the data the sampler uses): the API server says
+  'Unsupported value: "juggling": supported values: ...' on the same field the CLI names
+  ("'juggling' is not a known capability; did you mean ...?"). Adding a family or a label
+  changes the CRD: the drift check fails until `make generate` is run.
+- the taxonomy's incompatibility rules, release.uri and the LLM backend rule are CEL rules
+  whose message and fieldPath are the models' own, word for word.
+- every rule the taxonomy has today is expressible in CEL. A spec the CRD lets through but
+  the models refuse (an older CRD, a rule CEL could not say) is still stopped by the
+  operator: Failed, reason InvalidSpec, the models' field-named sentence, no Job created.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from coworkgym.spec import (
+    BASE_URL_METADATA,
+    ENVIRONMENT_NAME,
+    INSTRUCTION_NEEDS_LLM,
+    LABEL_KEY,
+    LLM_BACKEND_NEEDS_MODEL,
+    MAX_ENVIRONMENT_NAME,
+    METADATA_URL,
+    NAME_RULE,
+    NODE_SELECTOR_KEY,
+    RELEASE_URI_MALFORMED,
+    RELEASE_URI_NOT_S3,
+    S3_URI,
+    EnvironmentSpec,
+)
+from coworkgym_operator.core import crd as base
+from coworkgym_operator.environment.api.labels import label_rules
+from coworkgym_operator.environment.api.types import (
+    KIND,
+    PLURAL,
+    SHORT_NAME,
+    SINGULAR,
+    CoworkEnvironmentStatus,
+)
+
+TARGETS = [
+    base.REPO / "crds" / f"{PLURAL}.yaml",
+    base.REPO / "charts" / "cowork-gym" / "crds" / f"{PLURAL}.yaml",
+]
+
+# CEL rules where the schema alone cannot say it. Each message is the one the pydantic
+# models give for the same spec (coworkgym.spec), and fieldPath names the same field.
+CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+    ("spec",): [
+        {
+            "rule": "self.task == oldSelf.task",
+            "message": "spec.task is immutable once the loop has started; create a new "
+            "CoworkEnvironment for a different task (budget, release and sandbox may change)",
+        },
+        {
+            "rule": "(!has(self.task.instruction) && (!has(self.task.resources) || "
+            "size(self.task.resources) == 0)) || (has(self.backends) && "
+            "has(self.backends.builder) && self.backends.builder.kind == 'llm')",
+            "message": INSTRUCTION_NEEDS_LLM,
+            "fieldPath": ".task.instruction",
+            "reason": "FieldValueForbidden",
+        },
+    ],
+    ("spec", "release"): [
+        {
+            "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
+            "message": RELEASE_URI_NOT_S3,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": "!has(self.uri) || !self.uri.startsWith('s3://') || "
+            f"self.uri.matches({S3_URI!r})",
+            "message": RELEASE_URI_MALFORMED,
+            "fieldPath": ".uri",
+            "reason": "FieldValueInvalid",
+        },
+    ],
+    ("spec", "sandbox"): [
+        {
+            "rule": f"!has(self.nodeSelector) || self.nodeSelector.all(k, size(k) <= 317 && "
+            f"k.matches({LABEL_KEY!r}))",
+            "message": NODE_SELECTOR_KEY,
+            "fieldPath": ".nodeSelector",
+            "reason": "FieldValueInvalid",
+        }
+    ],
+    ("spec", "task", "labels"): label_rules(),
+}
+for role in ("builder", "verifier", "detector"):
+    CEL_RULES[("spec", "backends", role)] = [
+        {
+            "rule": "self.kind != 'llm' || (has(self.model) && has(self.baseUrl))",
+            "message": LLM_BACKEND_NEEDS_MODEL,
+            "reason": "FieldValueRequired",
+        },
+        {
+            "rule": f"!has(self.baseUrl) || !self.baseUrl.matches({METADATA_URL!r})",
+            "message": BASE_URL_METADATA,
+            "fieldPath": ".baseUrl",
+            "reason": "FieldValueForbidden",
+        },
+    ]
+
+# Lists whose items are a set: the API server refuses a duplicate as the models do.
+SET_LISTS = [
+    ("spec", "task", "labels", name)
+    for name in ("capabilities", "deliverables", "modality", "safety")
+]
+
+
+def _add_cel(spec_schema: dict[str, Any]) -> None:
+    for path, rules in CEL_RULES.items():
+        base.node_at(spec_schema, path)["x-kubernetes-validations"] = rules
+    for path in SET_LISTS:
+        base.node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
+
+
+# kubectl get: the outcome at a glance; -o wide (priority 1) adds the defects found last.
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Family", "type": "string", "jsonPath": ".spec.task.family"},
+    {"name": "Iteration", "type": "integer", "jsonPath": ".status.iteration"},
+    {"name": "Package", "type": "string", "jsonPath": ".status.packageUri"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
+    {
+        "name": "Defects",
+        "type": "string",
+        "jsonPath": ".status.defects[*].code",
+        "priority": 1,
+        "description": "codes of the defects the Issue Detector found in the last round",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def crd() -> dict[str, Any]:
+    spec_schema = base.model_schema(EnvironmentSpec)
+    _add_cel(spec_schema)
+    status_schema = base.model_schema(CoworkEnvironmentStatus)
+    loop = status_schema["properties"]["loop"]
+    # opaque bookkeeping: keep every nested field (an additionalProperties schema would prune)
+    status_schema["properties"]["loop"] = {
+        "type": "object",
+        "description": loop.get("description", ""),
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+    doc = base.document(
+        plural=PLURAL,
+        kind=KIND,
+        singular=SINGULAR,
+        short_name=SHORT_NAME,
+        generated_by="coworkgym_operator.environment.api.crd",
+        description="One environment synthesized by the build → execute "
+        "→ revise loop from a task spec.",
+        printer_columns=PRINTER_COLUMNS,
+        spec_schema=spec_schema,
+        status_schema=status_schema,
+    )
+    root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    # The only rule on metadata (CEL may read metadata.name): the operator derives Job,
+    # volume and label names from it, which Kubernetes bounds at 63 characters.
+    root["x-kubernetes-validations"] = [
+        {
+            "rule": f"size(self.metadata.name) <= {MAX_ENVIRONMENT_NAME} && "
+            f"self.metadata.name.matches({ENVIRONMENT_NAME!r})",
+            "message": NAME_RULE,  # names metadata.name itself (no fieldPath reaches it)
+            "reason": "FieldValueInvalid",
+        }
+    ]
+    return doc
+
+
+def render() -> str:
+    return base.render_document(crd())
+
+
+def main(argv: list[str]) -> int:
+    return base.sync(render(), TARGETS, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

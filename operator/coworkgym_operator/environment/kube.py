@@ -1,0 +1,104 @@
+"""The CoworkEnvironment's cluster I/O: its children by label, its status writes and
+finalizer (the shared client, core/kube.py, does the rest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from coworkgym_operator.core.api import GROUP, VERSION
+from coworkgym_operator.core.builders import LABEL_SANDBOX
+from coworkgym_operator.core.kube import Kube, dropped, merge_patch
+from coworkgym_operator.environment.api.types import PLURAL
+from coworkgym_operator.environment.builders import LABEL_ENV
+
+
+class EnvironmentKube(Kube):
+    def existing_children(self, namespace: str, env_name: str) -> frozenset[str]:
+        selector = f"{LABEL_ENV}={env_name}"
+        names = {
+            f"PersistentVolumeClaim/{p.metadata.name}"
+            for p in self.core.list_namespaced_persistent_volume_claim(
+                namespace, label_selector=selector
+            ).items
+        }
+        names |= {
+            f"NetworkPolicy/{p.metadata.name}"
+            for p in self.net.list_namespaced_network_policy(
+                namespace, label_selector=selector
+            ).items
+        }
+        return frozenset(names)
+
+    def delete_stage_pods(self, namespace: str, env_name: str) -> None:
+        """The environment's stage pods (the Jobs, finished, stay)."""
+        selector = f"{LABEL_ENV}={env_name},{LABEL_SANDBOX}=true"
+        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+
+    def read_environment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The CoworkEnvironment as it is now (None: it is gone)."""
+        custom = client.CustomObjectsApi(self.api)
+        try:
+            found: Any = custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found)
+
+    def write_status(
+        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        """Make the status ``after`` (read as ``before``): a merge patch that also removes the
+        keys ``after`` no longer has (a plain merge would keep them)."""
+        custom = client.CustomObjectsApi(self.api)
+        response = custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": merge_patch(before, after)},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
+        dropped(response)
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        """Drop one finalizer from a CoworkEnvironment (a JSON patch that tests the index,
+        so a concurrent change of the list makes it fail instead of removing another)."""
+        custom = client.CustomObjectsApi(self.api)
+        body: Any = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        finalizers: list[str] = body.get("metadata", {}).get("finalizers") or []
+        if finalizer not in finalizers:
+            return
+        at = finalizers.index(finalizer)
+        patch = [
+            {"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
+            {"op": "remove", "path": f"/metadata/finalizers/{at}"},
+        ]
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            patch,
+            _content_type="application/json-patch+json",
+        )
+
+    def delete_children(self, namespace: str, env_name: str) -> None:
+        """Belt and braces next to owner references: works without a garbage collector."""
+        selector = f"{LABEL_ENV}={env_name}"
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        self.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
+        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+        self.core.delete_collection_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector
+        )
+        self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
+        self.core.delete_collection_namespaced_secret(namespace, label_selector=selector)

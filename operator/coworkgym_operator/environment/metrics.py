@@ -1,0 +1,115 @@
+"""The CoworkEnvironment metrics, on the operator's registry (core/metrics.py), prefix coworkgym_.
+
+Environment metrics carry ``namespace`` (the CoworkEnvironment's: bounded by the
+namespaces the operator watches) and ``family`` (the procedural family: a fixed set), so
+rules can be per namespace and per family without a label per object. The chart's
+ServiceMonitor scrapes with honorLabels, so this ``namespace`` is the environment's, not
+the operator pod's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as Tally
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from coworkgym_operator.core.metrics import REGISTRY
+
+ENV_LABELS = ["namespace", "family"]
+
+ENVIRONMENTS = Gauge(
+    "coworkgym_environments",
+    "CoworkEnvironments by phase",
+    [*ENV_LABELS, "phase"],
+    registry=REGISTRY,
+)
+TAKEN_UP = Counter(
+    "coworkgym_environments_created",
+    "Environments the operator took up: their first status written (the funnel's start)",
+    ENV_LABELS,
+    registry=REGISTRY,
+)
+FINISHED = Counter(
+    "coworkgym_environments_finished",
+    "Environments that reached a verdict, by outcome (released, rejected, failed)",
+    [*ENV_LABELS, "outcome"],
+    registry=REGISTRY,
+)
+DEFECTS = Counter(
+    "coworkgym_defects",
+    "Defects found by the Issue Detector",
+    [*ENV_LABELS, "code", "owner"],
+    registry=REGISTRY,
+)
+ITERATIONS = Histogram(
+    "coworkgym_iterations",
+    "Build → execute → revise iterations per finished environment",
+    ENV_LABELS,
+    buckets=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+    registry=REGISTRY,
+)
+BUDGET_EXHAUSTED = Counter(
+    "coworkgym_revise_budget_exhausted",
+    "Environments rejected because the revise budget ran out",
+    ENV_LABELS,
+    registry=REGISTRY,
+)
+STAGE_SECONDS = Histogram(
+    "coworkgym_stage_duration_seconds",
+    "Wall time of a role stage's Job",
+    [*ENV_LABELS, "stage"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+    registry=REGISTRY,
+)
+JOB_FAILURES = Counter(
+    "coworkgym_job_failures",
+    "Sandbox Jobs that failed, or were ended because their pod could not start",
+    [*ENV_LABELS, "stage"],
+    registry=REGISTRY,
+)
+ROLE_TOKENS = Counter(
+    "coworkgym_role_tokens",
+    "Model tokens the LLM-backed roles used through the gateway, by kind (prompt, completion)",
+    [*ENV_LABELS, "role", "kind"],
+    registry=REGISTRY,
+)
+ROLE_REQUESTS = Counter(
+    "coworkgym_role_model_requests",
+    "Model calls of the LLM-backed roles through the gateway",
+    [*ENV_LABELS, "role"],
+    registry=REGISTRY,
+)
+
+NUDGES = Counter(
+    "coworkgym_environment_nudges",
+    "What may have changed an environment (source: a stage Job's event, a stage pod's, or "
+    "a wakeup: for the clock, work in flight, a retry, the resync), and whether a reconcile "
+    "ran (reconciled) or the indices showed nothing it reads had changed (unchanged: no "
+    "API call)",
+    ["source", "outcome"],
+    registry=REGISTRY,
+)
+
+# (namespace, name) → (namespace, family, phase), and how many environments each such label
+# set has: kept in step, so one update costs the same however many environments there are.
+# kopf runs sync handlers in a pool of threads, so every read and write holds the lock.
+_phases: dict[tuple[str, str], tuple[str, str, str]] = {}
+_counts: Tally[tuple[str, str, str]] = Tally()
+_lock = threading.Lock()
+
+
+def observe_phase(namespace: str, name: str, family: str, phase: str | None) -> None:
+    """Record one environment's phase (None: it is gone) and refresh the gauge."""
+    with _lock:
+        before = _phases.pop((namespace, name), None)
+        if phase is not None:
+            # an environment keeps the family it was first counted with (on deletion
+            # the caller no longer knows it)
+            after = (namespace, before[1] if before else family, phase)
+            _phases[(namespace, name)] = after
+            _counts[after] += 1
+            ENVIRONMENTS.labels(*after).set(_counts[after])
+        if before is not None:
+            _counts[before] -= 1  # a label set left empty reads 0, not its last value
+            ENVIRONMENTS.labels(*before).set(_counts[before])

@@ -1,0 +1,1 @@
+"""The CoworkEnvironment's pure reconcile: observed state in, a plan out."""

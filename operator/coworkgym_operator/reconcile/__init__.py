@@ -1,1 +1,0 @@
-"""Pure reconcile decisions: observe → decide → (new status, actions). No I/O here."""

@@ -1,0 +1,1 @@
+"""RolloutBatch: rollouts of policies against released environments."""

@@ -1,0 +1,1 @@
+"""The RolloutBatch API: pydantic models are the contract; the CRD is generated."""

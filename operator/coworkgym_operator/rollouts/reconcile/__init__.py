@@ -1,0 +1,1 @@
+"""The RolloutBatch's pure reconcile: observed state in, a plan out."""

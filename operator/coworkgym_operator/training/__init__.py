@@ -1,0 +1,1 @@
+"""TrainingRun: SFT/GRPO training on rollouts, in rounds."""

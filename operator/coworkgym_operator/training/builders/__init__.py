@@ -1,0 +1,1 @@
+"""The TrainingRun's manifests: its Jobs, RayJob, rounds' serving and RolloutBatches."""

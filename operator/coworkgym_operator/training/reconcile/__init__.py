@@ -1,0 +1,1 @@
+"""The TrainingRun's pure reconcile: observed state in, a plan out."""

@@ -1,0 +1,95 @@
+"""TrainingRun conditions from where the run is, and the phase derived from them
+(api/training_conditions.py documents the types and reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from coworkgym_operator.core.api import Condition
+from coworkgym_operator.training.api.conditions import TrainingCondition as T
+from coworkgym_operator.training.api.conditions import TrainingPhase as P
+from coworkgym_operator.training.api.conditions import TrainingReason as R
+
+Cond = tuple[str, str, str]  # status, reason, message
+Step = Literal["data", "train", "done"]
+# What the training Job (or RayJob) does now, in the train step; with rounds, also the
+# round's server starting (serving) and its RolloutBatch running (rolling-out).
+Activity = Literal["none", "starting", "serving", "rolling-out", "training", "suspended"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    step: Step  # where the run stopped
+    reason: R
+    message: str
+
+
+def training_conditions(
+    step: Step,
+    failure: Failure | None,
+    data: Cond,
+    activity: Activity,
+    done_message: str,
+) -> dict[str, Cond]:
+    """``data``: the DataReady condition as the data step decided it (its last word once
+    the step is past); ``done_message``: what the run produced, once done."""
+    out: dict[str, Cond] = {T.DATA_READY: data, T.RUNNING: _running(step, failure, activity)}
+    if failure is not None:
+        out[T.SUCCEEDED] = ("False", R.FAILED, failure.message)
+        out[T.FAILED] = ("True", failure.reason, failure.message)
+        out[T.COMPLETE] = ("True", R.FAILED, failure.message)
+    elif step == "done":
+        out[T.SUCCEEDED] = ("True", R.SUCCEEDED, done_message)
+        out[T.FAILED] = ("False", R.SUCCEEDED, "nothing has failed")
+        out[T.COMPLETE] = ("True", R.SUCCEEDED, done_message)
+    else:
+        doing = "waiting for the data" if step == "data" else "training"
+        out[T.SUCCEEDED] = ("False", R.IN_PROGRESS, doing)
+        out[T.FAILED] = ("False", R.IN_PROGRESS, "nothing has failed")
+        out[T.COMPLETE] = ("False", R.IN_PROGRESS, doing)
+    return out
+
+
+def _running(step: Step, failure: Failure | None, activity: Activity) -> Cond:
+    if failure is not None:
+        if step == "data":
+            return ("False", R.NOT_REACHED, f"the run ended before training: {failure.reason}")
+        return ("False", R.FINISHED, f"the training ended: {failure.reason}")
+    if step == "data":
+        return ("False", R.WAITING, "the training starts once the data is ready")
+    if step == "done":
+        return ("False", R.FINISHED, "the training ended")
+    if activity == "suspended":
+        return ("False", R.SUSPENDED, "spec.suspend is true: no training pod runs")
+    if activity == "training":
+        return ("True", R.TRAINING, "the training pod runs")
+    if activity == "rolling-out":
+        return ("True", R.ROLLING_OUT, "the round's RolloutBatch rolls out its served checkpoint")
+    if activity == "serving":
+        return ("Unknown", R.STARTING, "the round's checkpoint server is starting")
+    return ("Unknown", R.STARTING, "the training pod is starting")
+
+
+def _is(conds: dict[str, Condition], kind: T, status: str, reason: R | None = None) -> bool:
+    c = conds.get(kind)
+    return c is not None and c.status == status and (reason is None or c.reason == reason)
+
+
+PHASE_CHAIN: list[tuple[P, Callable[[dict[str, Condition]], bool]]] = [
+    (P.FAILED, lambda c: _is(c, T.FAILED, "True")),
+    (P.SUCCEEDED, lambda c: _is(c, T.SUCCEEDED, "True")),
+    (P.SUSPENDED, lambda c: _is(c, T.RUNNING, "False", R.SUSPENDED)),
+    (P.RUNNING, lambda c: _is(c, T.RUNNING, "True")),
+    (P.STARTING, lambda c: _is(c, T.RUNNING, "Unknown")),
+    (P.WAITING_FOR_DATA, lambda c: _is(c, T.DATA_READY, "Unknown")),
+]
+
+
+def derive_training_phase(conditions: list[Condition]) -> P:
+    by_type = {c.type: c for c in conditions}
+    for phase, holds in PHASE_CHAIN:
+        if holds(by_type):
+            return phase
+    return P.PENDING
