@@ -441,7 +441,11 @@ ROLLOUT_INPUT_HELP = (
 def rollout(
     packages: Annotated[list[str], typer.Argument(help=ROLLOUT_INPUT_HELP)],
     harness: Annotated[
-        list[str], typer.Option(help="harness (repeat for several): oracle, nop, tool-calling, …")
+        list[str],
+        typer.Option(
+            help="harness (repeat for several): oracle, nop, tool-calling, shell-patch, "
+            "mini-swe-agent, openai-agents"
+        ),
     ] = ["oracle"],  # noqa: B006 - typer reads the default, never mutates it
     model: Annotated[str, typer.Option(help="the policy's model name")] = "none",
     base_url: Annotated[
@@ -502,9 +506,9 @@ def rollout(
     if unknown:
         choose = ", ".join(known)
         raise typer.BadParameter(f"unknown {unknown}; choose from {choose}", param_hint="--harness")
-    from .rollout.adapters import LIBRARIES, missing_library
+    from .rollout.adapters import missing_library
 
-    driven = [h for h in harness if h == "tool-calling" or h in LIBRARIES]
+    driven = [h for h in harness if h not in ("nop", "oracle")]  # the replays need no model
     if driven and not base_url:
         raise typer.BadParameter(
             f"the {', '.join(driven)} harness needs --base-url and --model", param_hint="--base-url"

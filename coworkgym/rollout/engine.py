@@ -42,8 +42,10 @@ from ..sandbox import Sandbox, default_sandbox
 from . import adapters as _adapters  # noqa: F401 - registers mini-swe-agent, openai-agents
 from . import agent_tools
 from . import replay as _replay  # noqa: F401 - registers the oracle and nop harnesses
+from . import shell_patch as _shell_patch  # noqa: F401 - registers shell-patch
 from . import tool_calling as _tool_calling  # noqa: F401 - registers tool-calling
 from .harness import (
+    AGENT_LANE_MARKER,
     ASK_USER_TOOL,
     FINISH_TOOL,
     HarnessError,
@@ -77,7 +79,6 @@ from .verify import verify_rollout
 
 log = structlog.get_logger(__name__)
 
-AGENT_LANE_MARKER = "You are an AI coworker"  # the agent system prompt's first words
 # Ends that leave nothing to verify: the record is incomplete for reasons outside the policy.
 UNVERIFIABLE: frozenset[TerminationReason] = frozenset(
     {"model_error", "harness_crash", "infrastructure_error", "simulator_fault"}
@@ -208,12 +209,8 @@ class RolloutEpisode:
         )
 
     def execute(self, call: ToolCall) -> ToolOutput:
-        # the calls of the last permitted model call still run: max_steps stops the next one
-        blocked = self.over_reason()
-        if (blocked is not None and blocked != "max_steps") or self._tool_calls_spent():
-            output = ToolOutput(f"error: the episode is over ({blocked or 'max_steps'})", True)
-            self._record_tool(call, output, source="tool")
-            return output
+        if (over := self._over_for_calls(call)) is not None:
+            return over
         self.usage.tool_calls += 1
         source = "tool"
         if call.name == FINISH_TOOL:
@@ -227,6 +224,28 @@ class RolloutEpisode:
         if call.name not in (FINISH_TOOL, ASK_USER_TOOL) and self._due is None:
             self._due = self.user.after_tool_call()
         return output
+
+    def reject(self, call: ToolCall, error: str) -> ToolOutput:
+        if (over := self._over_for_calls(call)) is not None:
+            return over
+        self.usage.tool_calls += 1
+        self.usage.malformed_tool_calls += 1
+        self.usage.tool_errors += 1
+        output = ToolOutput(error, True)
+        self._record_tool(call, output, source="tool")
+        if self._due is None:
+            self._due = self.user.after_tool_call()
+        return output
+
+    def _over_for_calls(self, call: ToolCall) -> ToolOutput | None:
+        """The answer to a call once the episode is over (recorded), else None. The calls of
+        the last permitted model call still run: max_steps stops the next one."""
+        blocked = self.over_reason()
+        if (blocked is not None and blocked != "max_steps") or self._tool_calls_spent():
+            output = ToolOutput(f"error: the episode is over ({blocked or 'max_steps'})", True)
+            self._record_tool(call, output, source="tool")
+            return output
+        return None
 
     def end_turn(self, content: str = "") -> None:
         # like finish, a reply in the last permitted model call still ends the turn

@@ -29,6 +29,10 @@ from .trajectory import TerminationReason, TokenRecord, ToolCall
 # agent's turn; ``ask_user`` takes {"question": str} and returns the user's answer.
 FINISH_TOOL = "finish"
 ASK_USER_TOOL = "ask_user"
+# The first words of the acting agent's system prompt under the harnesses that write their
+# own (tool-calling, openai-agents, shell-patch): tests' scripted server reads the agent's
+# requests by them.
+AGENT_LANE_MARKER = "You are an AI coworker"
 
 
 class HarnessError(Exception):
@@ -104,6 +108,12 @@ class Episode(Protocol):
         """Run one tool call (in the agent's sandbox, or at the user for ``ask_user``) and
         record its result. ``finish`` ends the current turn: see ``pending_user_message``."""
 
+    def reject(self, call: ToolCall, error: str) -> ToolOutput:
+        """Answer a call that the harness's own interface refuses before any tool runs (a
+        tool that interface lacks, arguments its schema does not accept, a patch that does
+        not parse): ``error`` is recorded as the call's result and the call is counted as
+        malformed, as one the episode refuses itself."""
+
     def end_turn(self, content: str = "") -> None:
         """The policy ended its turn without calling ``finish`` (a reply with no tool call).
         The user reacts as to ``finish``: the next turn, or the episode is done. Call it
@@ -151,6 +161,7 @@ def harness_names() -> list[str]:
 
 
 __all__ = [
+    "AGENT_LANE_MARKER",
     "ASK_USER_TOOL",
     "FINISH_TOOL",
     "Episode",

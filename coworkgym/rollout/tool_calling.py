@@ -21,6 +21,7 @@ gateway with this rollout's token (the engine sets ``policy.base_url``/``api_key
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import openai
@@ -46,50 +47,73 @@ class ToolCallingHarness:
     def run(self, episode: Episode, policy: PolicyConfig) -> None:
         if not policy.base_url:
             raise HarnessError("model_error", "the tool-calling harness needs a model endpoint")
-        with openai.OpenAI(
-            base_url=policy.base_url,
-            api_key=policy.api_key,
-            max_retries=int(policy.extra.get("max_retries", 3)),
-            timeout=float(policy.extra.get("request_timeout_s", 180.0)),
-            http_client=openai.DefaultHttpxClient(trust_env=False),  # the gateway: loopback
-        ) as client:
-            self._drive(client, episode, policy)
-
-    def _drive(self, client: openai.OpenAI, episode: Episode, policy: PolicyConfig) -> None:
-        wire: list[dict[str, Any]] = [
-            {"role": "system", "content": episode.system_prompt},
-            {"role": "user", "content": episode.instruction},
-        ]
-        tools = episode.tool_schemas()
-        extras = _token_extras(policy)
-        while not episode.done:
-            context.compact(wire, CONTEXT_CHARS, KEEP_RECENT)
-            reply, extras = _complete(client, policy, wire, tools, extras)
-            choice = reply.choices[0] if reply.choices else None
-            if choice is None:
-                raise HarnessError("model_error", "the endpoint returned no choices")
-            message = choice.message
-            calls = [
-                ToolCall(
-                    id=call.id or f"call_{len(wire)}_{index}",
-                    name=getattr(getattr(call, "function", None), "name", "") or "",
-                    arguments=getattr(getattr(call, "function", None), "arguments", "") or "",
-                )
-                for index, call in enumerate(message.tool_calls or [])
-            ]
-            content = message.content or ""
-            episode.record_agent(
-                content, calls, tokens_of(reply, choice), getattr(choice, "finish_reason", None)
+        with client_for(policy) as client:
+            drive(
+                client,
+                episode,
+                policy,
+                system=episode.system_prompt,
+                tools=episode.tool_schemas(),
+                dispatch=lambda call: episode.execute(call).text,
             )
-            wire.append(_assistant(content, calls))
-            if not calls:
-                episode.end_turn(content)
-            for call in calls:
-                output = episode.execute(call)
-                wire.append({"role": "tool", "tool_call_id": call.id, "content": output.text})
-            pending = episode.pending_user_message()
-            if pending is not None:
-                wire.append({"role": "user", "content": pending})
+
+
+def client_for(policy: PolicyConfig) -> openai.OpenAI:
+    """The OpenAI client on the rollout's gateway address, with the policy's retries."""
+    return openai.OpenAI(
+        base_url=policy.base_url,
+        api_key=policy.api_key,
+        max_retries=int(policy.extra.get("max_retries", 3)),
+        timeout=float(policy.extra.get("request_timeout_s", 180.0)),
+        http_client=openai.DefaultHttpxClient(trust_env=False),  # the gateway: loopback
+    )
+
+
+def drive(
+    client: openai.OpenAI,
+    episode: Episode,
+    policy: PolicyConfig,
+    *,
+    system: str,
+    tools: list[dict[str, Any]],
+    dispatch: Callable[[ToolCall], str],
+) -> None:
+    """The chat-completions loop: ``system`` and the instruction, then model call → each
+    tool call answered by ``dispatch`` (which must see it reach the episode: executed, or
+    refused with ``Episode.reject``) → again, until the episode is done. A harness with its
+    own interface passes its own system prompt, tools and dispatch."""
+    wire: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": episode.instruction},
+    ]
+    extras = _token_extras(policy)
+    while not episode.done:
+        context.compact(wire, CONTEXT_CHARS, KEEP_RECENT)
+        reply, extras = _complete(client, policy, wire, tools, extras)
+        choice = reply.choices[0] if reply.choices else None
+        if choice is None:
+            raise HarnessError("model_error", "the endpoint returned no choices")
+        message = choice.message
+        calls = [
+            ToolCall(
+                id=call.id or f"call_{len(wire)}_{index}",
+                name=getattr(getattr(call, "function", None), "name", "") or "",
+                arguments=getattr(getattr(call, "function", None), "arguments", "") or "",
+            )
+            for index, call in enumerate(message.tool_calls or [])
+        ]
+        content = message.content or ""
+        episode.record_agent(
+            content, calls, tokens_of(reply, choice), getattr(choice, "finish_reason", None)
+        )
+        wire.append(_assistant(content, calls))
+        if not calls:
+            episode.end_turn(content)
+        for call in calls:
+            wire.append({"role": "tool", "tool_call_id": call.id, "content": dispatch(call)})
+        pending = episode.pending_user_message()
+        if pending is not None:
+            wire.append({"role": "user", "content": pending})
 
 
 def _token_extras(policy: PolicyConfig) -> dict[str, Any]:
@@ -195,4 +219,4 @@ def _int_list(value: Any) -> bool:
     )
 
 
-__all__ = ["ToolCallingHarness", "tokens_of"]
+__all__ = ["ToolCallingHarness", "client_for", "drive", "tokens_of"]

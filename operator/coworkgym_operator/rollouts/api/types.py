@@ -32,7 +32,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 # The harnesses the rollout image registers (coworkgym.rollout.harness). A test checks
 # this list against the registry, so a new harness shows up here (and in the CRD's enum).
-HARNESSES = ("mini-swe-agent", "nop", "openai-agents", "oracle", "tool-calling")
+HARNESSES = ("mini-swe-agent", "nop", "openai-agents", "oracle", "shell-patch", "tool-calling")
 # Replays that call no model: they need no endpoint.
 NO_MODEL_HARNESSES = ("nop", "oracle")
 MAX_POLICIES = 16
@@ -152,9 +152,12 @@ class Sampling(_Spec):
 class Policy(_Spec):
     """One policy: a harness driving a model behind an OpenAI-compatible endpoint."""
 
-    harness: Literal["mini-swe-agent", "nop", "openai-agents", "oracle", "tool-calling"] = Field(
+    harness: Literal[
+        "mini-swe-agent", "nop", "openai-agents", "oracle", "shell-patch", "tool-calling"
+    ] = Field(
         description="How the model is driven: tool-calling (chat completions with the "
-        "package's tools); the third-party agents mini-swe-agent and openai-agents (their "
+        "package's tools); shell-patch (a Codex-style shell and apply_patch interface over "
+        "the package's shell); the third-party agents mini-swe-agent and openai-agents (their "
         "libraries must be in the sandbox image: the harnesses extra; without them the "
         "rollout is invalid, saying so); or the replays oracle (the reference solution, for "
         "smoke runs) and nop (does nothing; reward 0)."

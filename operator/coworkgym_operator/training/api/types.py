@@ -191,7 +191,7 @@ class RoundRollout(_Spec):
     """How each round of an on-policy run rolls the current checkpoint out (rounds > 1)."""
 
     environments: EnvironmentSelection = Field(description="Which environments each round.")
-    harness: Literal["mini-swe-agent", "openai-agents", "tool-calling"] = Field(
+    harness: Literal["mini-swe-agent", "openai-agents", "shell-patch", "tool-calling"] = Field(
         "tool-calling", description="How the served checkpoint is driven."
     )
     samples_per_environment: int = Field(
