@@ -22,9 +22,11 @@ from tests.support.builders import good_package
 pytestmark = pytest.mark.timeout(240)
 DOC = Path(__file__).resolve().parents[2] / "docs" / "harnesses.md"
 BEGIN, END = "<!-- first-requests:begin -->", "<!-- first-requests:end -->"
-HARNESSES = ("tool-calling", "mini-swe-agent", "openai-agents")
+HARNESSES = ("tool-calling", "shell-patch", "mini-swe-agent", "openai-agents")
 MINI_SUBMIT = "```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"summary": "Done.", "deliverables": []}}]}
+# shell-patch has no finish tool: a reply without calls ends its turn
+DONE = {"content": "Done."}
 
 
 def first_request(engine: RolloutEngine, harness: str) -> dict[str, Any]:
@@ -32,7 +34,7 @@ def first_request(engine: RolloutEngine, harness: str) -> dict[str, Any]:
     # mini's own system prompt falls in the server's default lane, the episode's in "agent"
     lanes: dict[str, list[dict[str, Any]]] = {
         "default": [{"content": MINI_SUBMIT}],
-        "agent": [FINISH],
+        "agent": [DONE if harness == "shell-patch" else FINISH],
     }
     with ScriptedServer.from_lanes(lanes) as server:
         config = PolicyConfig(model="scripted-policy", base_url=server.url, max_steps=3)
@@ -72,13 +74,22 @@ def test_each_harness_first_request_is_its_own_and_the_doc_shows_it() -> None:
     with RolloutEngine() as engine:
         requests = {name: first_request(engine, name) for name in HARNESSES}
     systems = {name: body["messages"][0]["content"] for name, body in requests.items()}
-    assert len(set(systems.values())) == len(HARNESSES)  # three different system prompts
+    assert len(set(systems.values())) == len(HARNESSES)  # a system prompt each
+    # and no two first requests alike (messages, tools, tool_choice)
+    assert len({json.dumps(body, sort_keys=True) for body in requests.values()}) == len(HARNESSES)
     assert "tools" not in requests["mini-swe-agent"]
     assert systems["mini-swe-agent"].startswith("You are a helpful assistant")
     assert "mswea_bash_command" in systems["mini-swe-agent"]
     assert requests["tool-calling"].get("tool_choice") == "auto"
     assert all(t["function"].get("strict") for t in requests["openai-agents"]["tools"])
     assert not any(t["function"].get("strict") for t in requests["tool-calling"]["tools"])
+    shell_patch = requests["shell-patch"]
+    assert [t["function"]["name"] for t in shell_patch["tools"]] == [
+        "shell",
+        "apply_patch",
+        "ask_user",
+    ]
+    assert "*** Begin Patch" in systems["shell-patch"]
     section = render(requests)
     text = DOC.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)

@@ -384,6 +384,12 @@ def test_install_creates_a_locked_down_operator(testbed: Testbed, release: tuple
         # removes them by label behind the garbage collector
         ("create", "coworkenvironments.coworkgym.dev"),
         ("delete", "coworkenvironments.coworkgym.dev"),
+        # every kind is driven by its children's events (tests/unit/test_chart_rbac.py)
+        ("watch", "jobs.batch"),
+        ("watch", "pods"),
+        ("watch", "rolloutbatches.coworkgym.dev"),
+        ("watch", "deployments.apps"),
+        ("watch", "services"),
     ]:
         assert can_i(testbed, operator, verb, resource, "-n", ns), (verb, resource)
     for verb, resource, where in [
