@@ -76,10 +76,11 @@ def test_kopf_uses_the_projects_finalizer_event_source_and_a_quiet_log() -> None
 
     import kopf
 
-    from coworkgym_operator.environment import handlers as environment
+    from coworkgym_operator.core.startup import configure
+    from coworkgym_operator.environment import handlers  # noqa: F401  (its child events' ids)
 
     settings = kopf.OperatorSettings()
-    environment.configure(settings=settings)
+    configure(settings=settings)
     assert settings.persistence.finalizer == "coworkgym.dev/cleanup"
     assert settings.posting.reporting_component == "cowork-gym-operator"
     (quiet,) = [f for f in logging.getLogger("kopf.objects").filters if hasattr(f, "filter")]

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from coworkgym_operator.core.observe import job_observation, job_summary, pod_summary
-from coworkgym_operator.environment.watches import Indices
+from coworkgym_operator.environment.watches import WATCHES, Indices
 
 JOB = {
     "metadata": {
@@ -62,8 +62,10 @@ def test_indices_give_the_job_and_the_children_and_a_fresh_create_is_not_missing
     indices = Indices(
         jobs=FakeIndex({(ns, "demo-builder-i0-a1"): [job_summary(JOB)]}),
         pods=FakeIndex(),
-        claims=FakeIndex({(ns, "demo"): ["PersistentVolumeClaim/demo-builder"]}),
-        policies=FakeIndex({(ns, "demo"): ["NetworkPolicy/demo-deny-all"]}),
+        owned=(
+            FakeIndex({(ns, "demo"): ["PersistentVolumeClaim/demo-builder"]}),
+            FakeIndex({(ns, "demo"): ["NetworkPolicy/demo-deny-all"]}),
+        ),
     )
     assert indices.job(ns, "demo-builder-i0-a1", created=False).state == "succeeded"
     assert indices.job(ns, "demo-verifier-i0-a1", created=False).state == "missing"
@@ -75,4 +77,6 @@ def test_indices_give_the_job_and_the_children_and_a_fresh_create_is_not_missing
         "PersistentVolumeClaim/demo-builder",
         "NetworkPolicy/demo-deny-all",
     }
-    assert Indices.of({"env_jobs": {}}) is None  # not all registered: ask the API
+    assert WATCHES.of({"env_jobs": {}}) is None  # not all registered: ask the API
+    names = ("env_jobs", "env_pods", "env_claims", "env_policies")
+    assert WATCHES.of(dict.fromkeys(names, FakeIndex())) is not None

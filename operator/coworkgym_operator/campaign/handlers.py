@@ -1,42 +1,45 @@
-"""The SynthesisCampaign controller: one idempotent reconcile, run on create, spec change,
-resume and by a timer until the campaign is Complete (the timer notices children that
-finished; one LIST of the children by label per run). Each reconcile reads the campaign
-afresh, creates the next wave of children, writes its status once, then posts the events.
-Deleting a campaign deletes its children (owner references, and by label here, behind the
-finalizer coworkgym.dev/cleanup that the environment controller configures for kopf)."""
+"""The SynthesisCampaign controller, on the event-driven toolkit (core/controller.py): one
+idempotent reconcile, run on create, spec change and resume, and on the events of its child
+CoworkEnvironments (read from an index, campaign/watches.py); the resync sweep is the only
+timer. Each reconcile reads the campaign afresh, creates the next wave of children, writes
+its status once, then posts the events. Deleting a campaign deletes its children (owner
+references, and by label here, behind the finalizer coworkgym.dev/cleanup)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from coworkgym_operator.campaign import metrics as m
-from coworkgym_operator.campaign.api.types import CAMPAIGN_PLURAL
+from coworkgym_operator.campaign.api.types import CAMPAIGN_KIND, CAMPAIGN_PLURAL
 from coworkgym_operator.campaign.kube import CampaignKube
+from coworkgym_operator.campaign.reconcile.children import LABEL_CAMPAIGN
 from coworkgym_operator.campaign.reconcile.plan import (
     CampaignObserved,
     CampaignPlan,
+    ChildState,
+    child_state,
     reconcile_campaign,
 )
+from coworkgym_operator.campaign.watches import WATCHES, Child
 from coworkgym_operator.core import metrics, shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
+from coworkgym_operator.core.controller import Controller, Done, Look, condition_true, controlled_by
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.settings import SETTINGS
-from coworkgym_operator.core.turns import (
-    Turns,
-    carry_out,
-    counted,
-    fresh,
-    log_transition,
-    post_events,
-)
+from coworkgym_operator.core.sharding import shard_from_env
+from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.watches import Indices
+from coworkgym_operator.environment.api.types import KIND as ENVIRONMENT
+from coworkgym_operator.environment.api.types import PLURAL as ENVIRONMENTS
 
-KIND = "SynthesisCampaign"
 _campaign_kube: CampaignKube | None = None
-# the reconciles of one campaign take turns, each on a fresh read (controllers/turns.py)
-_turns = Turns()
+# a sharded replica does not see the children a campaign spreads over other shards
+# (spec.shards): such a campaign lists them and looks again every reconcile interval
+_SHARDED = shard_from_env() is not None
 
 
 def campaign_kube() -> CampaignKube:
@@ -46,21 +49,54 @@ def campaign_kube() -> CampaignKube:
     return _campaign_kube
 
 
-def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
-    # gone, or going: on_campaign_delete handles it
-    _turns.reconcile(body, logger, campaign_kube().read_campaign, _reconcile_once)
+def _indexed(
+    namespace: str, name: str, uid: str, indices: Indices
+) -> tuple[list[ChildState], list[str]]:
+    """The campaign's children from the index, those it owns (a campaign deleted and made
+    again under the same name does not adopt the old one's), and those this process made
+    that the watch has not delivered yet; and the delivered ones' "Kind/name"."""
+    entries: list[Child] = indices.get("campaign_children", (namespace, name))
+    mine = {f"{ENVIRONMENT}/{child}": state for child, owners, state in entries if uid in owners}
+    return [*mine.values(), *CONTROLLER.undelivered(uid, mine).values()], list(mine)
 
 
-def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+def _look(children: list[ChildState]) -> Look:
+    return Look(repr(sorted(children, key=repr)))
+
+
+def _look_indexed(namespace: str, name: str, uid: str, hint: Hashable, indices: Indices) -> Look:
+    return _look(_indexed(namespace, name, uid, indices)[0])
+
+
+def _reconcile_once(
+    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+) -> Done:
     campaign, namespace, name = fresh(current)
+    uid = str(campaign["metadata"]["uid"])
     ck = campaign_kube()
-    with counted(namespace, KIND):
-        children = ck.children(namespace, name, str(campaign["metadata"]["uid"]))
+    listed = indices is None or (_SHARDED and bool(campaign["spec"].get("shards")))
+    with counted(namespace, CAMPAIGN_KIND):
+        if listed or indices is None:
+            children = ck.children(namespace, name, uid)
+        else:
+            children, delivered = _indexed(namespace, name, uid, indices)
+            CONTROLLER.delivered(uid, delivered)
         plan = reconcile_campaign(campaign, CampaignObserved(children, datetime.now(UTC)))
         carry_out(ck, logger, namespace, name, [], plan.create, campaign["status"], plan.status)
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, campaign, plan)
     post_events(body, plan.events)
+    look = _look(children)
+    if listed:  # no event comes from another shard's children: the clock looks again
+        look = Look(look.seen, SETTINGS.reconcile_interval)
+    return Done(
+        not plan.create and plan.status == campaign["status"],
+        look=look,
+        created={
+            f"{ENVIRONMENT}/{child['metadata']['name']}": child_state(child)
+            for child in plan.create
+        },
+    )
 
 
 def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignPlan) -> None:
@@ -82,33 +118,27 @@ def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignP
     if plan.finished:
         m.CAMPAIGNS_FINISHED.labels(namespace, plan.finished).inc()
     if plan.transition:
-        metrics.TRANSITIONS.labels(namespace, KIND).inc()
+        metrics.TRANSITIONS.labels(namespace, CAMPAIGN_KIND).inc()
 
 
-def _not_complete(status: Any) -> bool:
-    return not any(
-        c.get("type") == "Complete" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-@kopf.on.resume(GROUP, VERSION, CAMPAIGN_PLURAL)
-@kopf.on.create(GROUP, VERSION, CAMPAIGN_PLURAL)
-@kopf.on.update(GROUP, VERSION, CAMPAIGN_PLURAL, field="spec")
-def on_campaign_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
-
-
-@kopf.timer(
-    GROUP,
-    VERSION,
+CONTROLLER = Controller(
+    CAMPAIGN_KIND,
     CAMPAIGN_PLURAL,
-    interval=SETTINGS.reconcile_interval,
-    initial_delay=1.0,
-    when=lambda status, **_: _not_complete(status),
+    WATCHES,
+    read=lambda namespace, name: campaign_kube().read_campaign(namespace, name),
+    once=_reconcile_once,
+    finished=condition_true("Complete"),
+    look=_look_indexed,
 )
-def on_campaign_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
+CONTROLLER.register(change_id="on_campaign_change", versions_id="campaign_versions")
+# a child environment came, changed (its phase, its defects) or went
+CONTROLLER.on_child(
+    (GROUP, VERSION, ENVIRONMENTS),
+    {LABEL_CAMPAIGN: kopf.PRESENT},
+    controlled_by(CAMPAIGN_KIND, LABEL_CAMPAIGN),
+    "on_campaign_child",
+    "environment",
+)
 
 
 @kopf.on.delete(GROUP, VERSION, CAMPAIGN_PLURAL)
@@ -117,8 +147,8 @@ def on_campaign_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
     campaign_kube().delete_children(namespace, name)
     m.forget(namespace, name)
-    _turns.forget(str(body.metadata.uid))
+    CONTROLLER.forget(namespace, name, str(body.metadata.uid))
     logger.info(f"deleted the children of {name}")
 
 
-__all__ = ["on_campaign_change", "on_campaign_delete", "on_campaign_timer"]
+__all__ = ["CONTROLLER", "on_campaign_delete"]

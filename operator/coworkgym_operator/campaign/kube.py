@@ -9,13 +9,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from coworkgym_operator.campaign.api.types import CAMPAIGN_PLURAL
-from coworkgym_operator.campaign.reconcile.children import (
-    LABEL_CAMPAIGN,
-    LABEL_CAPABILITY,
-    LABEL_DOMAIN,
-    LABEL_INDEX,
-)
-from coworkgym_operator.campaign.reconcile.plan import ChildState
+from coworkgym_operator.campaign.reconcile.children import LABEL_CAMPAIGN
+from coworkgym_operator.campaign.reconcile.plan import child_state
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.kube import Kube, created, merge_patch
@@ -51,7 +46,7 @@ class CampaignKube:
             _content_type="application/merge-patch+json",
         )
 
-    def children(self, namespace: str, name: str, uid: str) -> list[ChildState]:
+    def children(self, namespace: str, name: str, uid: str) -> list[Any]:
         """The campaign's children (one LIST by label), those this campaign owns: a campaign
         deleted and made again under the same name does not adopt the old one's."""
         listed: Any = self.custom.list_namespaced_custom_object(
@@ -93,16 +88,4 @@ class CampaignKube:
         )
 
 
-def child_state(env: dict[str, Any]) -> ChildState:
-    labels = env["metadata"].get("labels") or {}
-    status = env.get("status") or {}
-    index = str(labels.get(LABEL_INDEX, ""))
-    return ChildState(
-        index=int(index) if index.isdigit() else -1,
-        phase=str(status.get("phase") or "Pending"),
-        cell=(str(labels.get(LABEL_DOMAIN, "")), str(labels.get(LABEL_CAPABILITY, ""))),
-        defects=tuple(str(d.get("code", "")) for d in status.get("defects") or []),
-    )
-
-
-__all__ = ["CampaignKube", "child_state"]
+__all__ = ["CampaignKube"]

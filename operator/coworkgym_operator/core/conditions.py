@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from coworkgym_operator.core.api import Condition
 
@@ -12,7 +13,7 @@ Cond = tuple[str, str, str]  # status, reason, message
 
 def merge(
     previous: list[Condition],
-    wanted: Mapping[str, Cond],
+    wanted: Mapping[Any, Cond],  # condition type (a str or a StrEnum) → its values
     generation: int | None,
     now: datetime | None = None,
 ) -> list[Condition]:

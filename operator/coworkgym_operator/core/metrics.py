@@ -27,7 +27,7 @@ API_CALLS = Counter(
 
 WAKEUPS_PENDING = Gauge(
     "coworkgym_wakeups_pending",
-    "Environments with a wake-up queued (for the clock, work in flight or a retry)",
+    "Objects with a wake-up queued (for the clock, work in flight or a retry)",
     registry=REGISTRY,
 )
 
@@ -36,5 +36,14 @@ TRANSITIONS = Counter(
     "Phase changes written, by kind: API calls per transition = "
     "rate(coworkgym_api_calls_total) / rate(coworkgym_transitions_total)",
     ["namespace", "kind"],
+    registry=REGISTRY,
+)
+
+NUDGES = Counter(
+    "coworkgym_nudges",
+    "What may have changed an object (source: a child's event, or a wakeup: for the clock, "
+    "work in flight, a retry, the resync), and whether a reconcile ran (reconciled) or the "
+    "indices showed nothing it reads had changed (unchanged: no API call)",
+    ["kind", "source", "outcome"],
     registry=REGISTRY,
 )

@@ -1,7 +1,7 @@
 """A stage Job's state, read from the Job and its pods as plain dicts (camelCase, as the API
 serves them and as kopf's watches deliver them): one reading for both ways the operator
 sees them — a GET and a LIST (``Kube.observe_job``) or the in-memory indices kept by watches
-(``controllers/watches.py``), so the decision is the same either way.
+(``core/watches.py``), so the decision is the same either way.
 
 The watches keep only what this reading needs (``job_summary``, ``pod_summary``): a few
 hundred bytes per object instead of the whole manifest.
@@ -47,6 +47,24 @@ def stuck(job: JobObservation, now: datetime | None, grace_s: float) -> str:
         return ""
     why = start.problem.describe() if start.problem else "its pod was not scheduled"
     return f"did not start within {grace_s:g} s: {why}"
+
+
+def start_wait(
+    jobs: Iterable[JobObservation], now: datetime | None, grace_s: float, interval: float
+) -> float | None:
+    """Seconds until time alone may change what ``stuck`` says of these Jobs (the soonest
+    end of a running Job's start grace, while its pod has not started); past the grace, or
+    while a Job's creation time is not known yet, ``interval``. None: only an event can."""
+    waits: list[float] = []
+    for job in jobs:
+        if job.state != "running" or job.start.started:
+            continue
+        if job.created_at is None or now is None:
+            waits.append(interval)
+            continue
+        left = grace_s - (now - job.created_at).total_seconds()
+        waits.append(left + 0.1 if left > 0 else interval)
+    return min(waits) if waits else None
 
 
 def job_summary(job: Plain) -> Plain:
@@ -168,4 +186,4 @@ def _seconds(start: Any, end: Any) -> float | None:
     return max(0.0, (ended - begun).total_seconds())
 
 
-__all__ = ["job_observation", "job_summary", "pod_summary"]
+__all__ = ["job_observation", "job_summary", "pod_summary", "start_wait", "stuck"]

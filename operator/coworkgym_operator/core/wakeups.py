@@ -1,10 +1,11 @@
 """One deadline queue for the whole operator: "look at this object again at time t".
 
-A CoworkEnvironment changes on events (its spec, its stage Job, its stage pod), which the
-controller is handed as they happen; only two things change with the clock alone: a stage
-pod that has not started by the end of its grace period, and a reconcile to retry after an
-error. A kopf timer per object polled for both, every few seconds, whether or not anything
-could have changed: at 1,000 idle environments that was 0.28 cores. Here each object has
+An object changes on events (its spec, its children's Jobs, pods and objects), which its
+controller is handed as they happen; only a few things change with the clock alone: a pod
+that has not started by the end of its grace period, a reconcile to retry after an error,
+work in flight (looked at again until it settles), a running trainer's progress. A kopf
+timer per object polled for all of them, every few seconds, whether or not anything could
+have changed: at 1,000 idle environments that was 0.28 cores. Here each object has
 at most one pending wake-up, the earliest asked for, on the event loop's own timer heap
 (``loop.call_at``): nothing runs for an object until its time comes.
 
@@ -22,7 +23,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str, str]  # (namespace, name, uid)
+Key = tuple[str, ...]  # (kind, namespace, name, uid): core/controller.py
 Wake = Callable[[Key], Awaitable[Any]]
 
 

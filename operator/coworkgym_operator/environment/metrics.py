@@ -81,16 +81,6 @@ ROLE_REQUESTS = Counter(
     registry=REGISTRY,
 )
 
-NUDGES = Counter(
-    "coworkgym_environment_nudges",
-    "What may have changed an environment (source: a stage Job's event, a stage pod's, or "
-    "a wakeup: for the clock, work in flight, a retry, the resync), and whether a reconcile "
-    "ran (reconciled) or the indices showed nothing it reads had changed (unchanged: no "
-    "API call)",
-    ["source", "outcome"],
-    registry=REGISTRY,
-)
-
 # (namespace, name) → (namespace, family, phase), and how many environments each such label
 # set has: kept in step, so one update costs the same however many environments there are.
 # kopf runs sync handlers in a pool of threads, so every read and write holds the lock.

@@ -1,13 +1,16 @@
-"""The RolloutBatch controller: one idempotent reconcile, run on create, spec change, resume
-and by a timer until the batch is Complete (the timer notices finished Jobs without Job
-watches). Before the first pod it resolves the environments and probes the endpoints;
-each reconcile reads the batch afresh, writes its status once, then posts the events.
-kopf's settings (finalizer coworkgym.dev/cleanup, annotations storage, event source) are
-the ones the CoworkEnvironment controller configures at start-up."""
+"""The RolloutBatch controller, on the event-driven toolkit (core/controller.py): one
+idempotent reconcile, run on create, spec change and resume, on the events of its Jobs and
+their pods (read from the watches' indices, rollouts/watches.py), and at the deadlines the
+clock sets (a pod's start grace, a retry, work in flight); the resync sweep is the only
+timer. Before the first pod it resolves the environments and probes the endpoints; each
+reconcile reads the batch afresh, writes its status once, then posts the events. kopf's
+settings (finalizer coworkgym.dev/cleanup, annotations storage, event source) are the
+operator's (core/startup.py)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Hashable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,23 +20,27 @@ from pydantic import ValidationError
 
 from coworkgym_operator.core import shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
+from coworkgym_operator.core.controller import (
+    Controller,
+    Done,
+    Look,
+    condition_true,
+    controlled_by,
+    job_pod_of,
+)
 from coworkgym_operator.core.gateway_address import by_address
 from coworkgym_operator.core.kube import kube
-from coworkgym_operator.core.observe import JobObservation
-from coworkgym_operator.core.turns import (
-    Turns,
-    carry_out,
-    counted,
-    fresh,
-    log_transition,
-    post_events,
-)
+from coworkgym_operator.core.observe import JobObservation, start_wait
+from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.rollouts import metrics as m
 from coworkgym_operator.rollouts.api.types import (
+    BATCH_KIND,
     BATCH_PLURAL,
     ResolvedEnvironment,
     RolloutBatchSpec,
 )
+from coworkgym_operator.rollouts.builders import LABEL_BATCH
 from coworkgym_operator.rollouts.kube import BatchKube, probe
 from coworkgym_operator.rollouts.reconcile.plan import (
     BatchObserved,
@@ -44,9 +51,9 @@ from coworkgym_operator.rollouts.reconcile.plan import (
     reconcile_batch,
 )
 from coworkgym_operator.rollouts.settings import BatchSettings
+from coworkgym_operator.rollouts.watches import WATCHES
 
 SETTINGS = BatchSettings.from_env()
-KIND = "RolloutBatch"
 _batch_kube: BatchKube | None = None
 
 
@@ -57,7 +64,7 @@ def batch_kube() -> BatchKube:
     return _batch_kube
 
 
-def observe(batch: dict[str, Any]) -> BatchObserved:
+def observe(batch: dict[str, Any], indices: Indices | None = None) -> BatchObserved:
     namespace, name = batch["metadata"]["namespace"], batch["metadata"]["name"]
     bk = batch_kube()
     released: list[ResolvedEnvironment] | None = None
@@ -72,18 +79,45 @@ def observe(batch: dict[str, Any]) -> BatchObserved:
         released, not_released = bk.resolve(namespace, spec)
         unreachable = probe(model_endpoints(spec), SETTINGS.probe_timeout_seconds)
         probed = True
-    jobs: dict[str, JobObservation] = {
-        job: bk.kube.observe_job(namespace, job) for job in jobs_to_observe(batch)
-    }
+    if indices is None:  # no watches registered: ask the API
+        jobs = {job: bk.kube.observe_job(namespace, job) for job in jobs_to_observe(batch)}
+        existing = bk.existing_children(namespace, name)
+    else:
+        uid = str(batch["metadata"].get("uid"))
+        jobs, existing = _indexed(namespace, name, uid, tuple(jobs_to_observe(batch)), indices)
+        CONTROLLER.delivered(uid, indices.children(namespace, name))
     return BatchObserved(
         released=released,
         not_released=not_released,
         probed=probed,
         unreachable=unreachable,
         jobs=jobs,
-        existing_children=bk.existing_children(namespace, name),
+        existing_children=existing,
         now=datetime.now(UTC),
     )
+
+
+def _indexed(
+    namespace: str, name: str, uid: str, names: tuple[str, ...], indices: Indices
+) -> tuple[dict[str, JobObservation], frozenset[str]]:
+    """The Jobs named and the batch's children, from the indices (with what this process
+    created that the watches have not delivered yet)."""
+    children = indices.children(namespace, name)
+    made = CONTROLLER.undelivered(uid, children)
+    jobs = {job: indices.job(namespace, job, f"Job/{job}" in made) for job in names}
+    return jobs, children | made.keys()
+
+
+def _look(jobs: dict[str, JobObservation], existing: frozenset[str]) -> Look:
+    seen = repr((sorted(jobs.items()), sorted(existing)))
+    grace = SETTINGS.operator.stage_start_grace_seconds
+    interval = SETTINGS.operator.reconcile_interval
+    return Look(seen, start_wait(jobs.values(), datetime.now(UTC), grace, interval))
+
+
+def _look_indexed(namespace: str, name: str, uid: str, hint: Hashable, indices: Indices) -> Look:
+    names: tuple[str, ...] = hint if isinstance(hint, tuple) else ()
+    return _look(*_indexed(namespace, name, uid, names, indices))
 
 
 def settings_now() -> BatchSettings:
@@ -94,26 +128,28 @@ def settings_now() -> BatchSettings:
     return SETTINGS if resolved == url else replace(SETTINGS, gateway_url=resolved)
 
 
-# the reconciles of one batch take turns, each on a fresh read (controllers/turns.py)
-_turns = Turns()
-
-
-def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
-    # gone, or going: on_batch_delete handles it
-    _turns.reconcile(body, logger, batch_kube().read_batch, _reconcile_once)
-
-
-def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+def _reconcile_once(
+    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+) -> Done:
     batch, namespace, name = fresh(current)
     bk = batch_kube()
-    with counted(namespace, KIND):
-        plan = reconcile_batch(batch, observe(batch), settings_now())
+    with counted(namespace, BATCH_KIND):
+        observed = observe(batch, indices)
+        plan = reconcile_batch(batch, observed, settings_now())
         carry_out(
             bk, logger, namespace, name, plan.delete, plan.create, batch["status"], plan.status
         )
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, plan)
     post_events(body, plan.events)
+    idle = not (plan.create or plan.delete or observed.probed) and plan.status == batch["status"]
+    return Done(
+        idle,
+        hint=tuple(jobs_to_observe(batch)),
+        look=_look(observed.jobs, observed.existing_children),
+        created=dict.fromkeys(f"{c['kind']}/{c['metadata']['name']}" for c in plan.create),
+        deleted=[f"{kind}/{child}" for kind, child in plan.delete],
+    )
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:
@@ -131,30 +167,23 @@ def _record(namespace: str, name: str, plan: BatchPlan) -> None:
         m.BATCHES_FINISHED.labels(namespace, plan.finished).inc()
 
 
-def _not_complete(status: Any) -> bool:
-    return not any(
-        c.get("type") == "Complete" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-@kopf.on.resume(GROUP, VERSION, BATCH_PLURAL)
-@kopf.on.create(GROUP, VERSION, BATCH_PLURAL)
-@kopf.on.update(GROUP, VERSION, BATCH_PLURAL, field="spec")
-def on_batch_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
-
-
-@kopf.timer(
-    GROUP,
-    VERSION,
+CONTROLLER = Controller(
+    BATCH_KIND,
     BATCH_PLURAL,
-    interval=SETTINGS.operator.reconcile_interval,
-    initial_delay=1.0,
-    when=lambda status, **_: _not_complete(status),
+    WATCHES,
+    read=lambda namespace, name: batch_kube().read_batch(namespace, name),
+    once=_reconcile_once,
+    finished=condition_true("Complete"),
+    look=_look_indexed,
 )
-def on_batch_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
+CONTROLLER.register(change_id="on_batch_change", versions_id="batch_versions")
+# a Job came, changed or went; a rollout pod scheduled, started, could not start, ended
+CONTROLLER.on_child(
+    JOBS, {LABEL_BATCH: kopf.PRESENT}, controlled_by(BATCH_KIND, LABEL_BATCH), "on_batch_job", "job"
+)
+CONTROLLER.on_child(
+    PODS, {LABEL_BATCH: kopf.PRESENT}, job_pod_of(LABEL_BATCH), "on_batch_pod", "pod"
+)
 
 
 @kopf.on.delete(GROUP, VERSION, BATCH_PLURAL)
@@ -164,7 +193,8 @@ def on_batch_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     batch_kube().delete_children(namespace, name)
     with contextlib.suppress(KeyError):  # a batch this process never reconciled
         m.BATCH_RUNNING.remove(namespace, name)
+    CONTROLLER.forget(namespace, name, str(body.metadata.uid))
     logger.info(f"deleted the children of {name}")
 
 
-__all__ = ["observe", "on_batch_change", "on_batch_delete", "on_batch_timer"]
+__all__ = ["CONTROLLER", "observe", "on_batch_delete"]

@@ -1,15 +1,24 @@
-"""The TrainingRun controller: one idempotent reconcile, run on create, spec change, resume
-and by a timer until the run is Complete (the timer notices finished Jobs, a round's server
-becoming available, its RolloutBatch completing and new progress, without watches). Each
-reconcile reads the run afresh, in turn with the run's other reconciles
-(controllers/turns.py), writes its status once, then posts the events. kopf's settings
-(finalizer coworkgym.dev/cleanup, annotations storage, event source) are the ones the
-CoworkEnvironment controller configures at start-up."""
+"""The TrainingRun controller, on the event-driven toolkit (core/controller.py): one
+idempotent reconcile, run on create, spec change and resume, on the events of its Jobs and
+their pods, its rounds' Deployments and server pods, and its RolloutBatches (the one it
+trains on, its rounds'), read from the watches' indices (training/watches.py); and at the
+deadlines the clock sets: a pod's start grace, a wait with a deadline, a running trainer's
+progress (its log, read at most every progress interval), a retry, work in flight. The
+resync sweep is the only timer. Each reconcile reads the run afresh, in turn with the run's
+other reconciles (core/turns.py), writes its status once, then posts the events. kopf's
+settings (finalizer coworkgym.dev/cleanup, annotations storage, event source) are the
+operator's (core/startup.py).
+
+What the indices do not hold is still asked for, when the run is at that step: the
+environments a round rolls out on (looked up again every reconcile interval while it
+waits for them), a RayJob and KubeRay's presence, a round's server (its Deployment,
+Service and pods), the training pod's log."""
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,24 +26,22 @@ import kopf
 from pydantic import ValidationError
 
 from coworkgym_operator.core.api import GROUP, VERSION
+from coworkgym_operator.core.controller import Controller, Done, Key, Look, condition_true
 from coworkgym_operator.core.kube import kube
-from coworkgym_operator.core.turns import (
-    Turns,
-    carry_out,
-    counted,
-    fresh,
-    log_transition,
-    post_events,
-)
+from coworkgym_operator.core.observe import JobObservation, start_wait
+from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.training import metrics as m
 from coworkgym_operator.training.api.types import (
+    TRAINING_KIND,
     TRAINING_PLURAL,
     TrainingRunSpec,
     TrainingRunStatus,
 )
 from coworkgym_operator.training.builders.rounds import rollouts_name
-from coworkgym_operator.training.builders.run import check_job_name
+from coworkgym_operator.training.builders.run import LABEL_TRAINING, check_job_name
 from coworkgym_operator.training.kube import TrainingKube
+from coworkgym_operator.training.reconcile.observe import batch_seen
 from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
     ServingSeen,
@@ -45,9 +52,9 @@ from coworkgym_operator.training.reconcile.plan import (
     reconcile_training,
 )
 from coworkgym_operator.training.settings import TrainingSettings
+from coworkgym_operator.training.watches import BATCHES, DEPLOYMENTS, WATCHES
 
 SETTINGS = TrainingSettings.from_env()
-KIND = "TrainingRun"
 _training_kube: TrainingKube | None = None
 # when each run's training pod log was last read (by uid): at most once per
 # SETTINGS.progress_interval_seconds while it runs
@@ -63,11 +70,13 @@ def training_kube() -> TrainingKube:
     return _training_kube
 
 
-def observe(run: dict[str, Any]) -> TrainingObserved:
+def observe(run: dict[str, Any], indices: Indices | None = None) -> TrainingObserved:
     meta = run["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], str(meta.get("uid", ""))
     tk = training_kube()
     status = previous_status(run)
+    job, batch_of, existing = _readers(namespace, name, uid, indices)
+
     try:
         spec: TrainingRunSpec | None = TrainingRunSpec.model_validate(run.get("spec") or {})
     except ValidationError:
@@ -81,17 +90,16 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
             if spec.rollout.environments.manifest_uri is None:  # a manifest: the pod reads it
                 environments = tk.resolve_environments(namespace, spec.rollout.environments)
         elif spec.data is not None and spec.data.rollout_batch is not None:
-            batch = tk.read_batch(namespace, spec.data.rollout_batch.name)
+            batch = batch_of(namespace, spec.data.rollout_batch.name)
         else:
-            check_job = tk.observe_job(namespace, check_job_name(name))
-    rounds = spec is not None and spec.rounds > 1
+            check_job = job(namespace, check_job_name(name))
     if status.step == "train" and status.rounds:  # the round running: its server or batch
         current = status.rounds[-1]
         if current.step == "serve":
             serving = tk.observe_serving(namespace, name, current.round)
         elif current.step == "rollout":
             batch_name = rollouts_name(name, current.round, current.attempt)
-            round_batch = tk.read_batch(namespace, batch_name)
+            round_batch = batch_of(namespace, batch_name)
     if status.step == "train" and status.job_name:
         finished = False
         if status.backend == "RayJob":
@@ -99,7 +107,7 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
             deployment = ((rayjob or {}).get("status") or {}).get("jobDeploymentStatus")
             finished = deployment in ("Complete", "Failed")
         else:
-            train_job = tk.observe_job(namespace, status.job_name)
+            train_job = job(namespace, status.job_name)
             finished = train_job.state in ("succeeded", "failed")
         now = time.monotonic()
         if finished or now - _log_read.get(uid, 0.0) >= SETTINGS.progress_interval_seconds:
@@ -117,10 +125,32 @@ def observe(run: dict[str, Any]) -> TrainingObserved:
         serving=serving,
         round_batch=round_batch,
         ray_available=ray,
-        existing_children=tk.existing_children(namespace, name, rounds=rounds),
+        existing_children=existing,
         now=datetime.now(UTC),
         created_at=_parse_time(meta.get("creationTimestamp")),
     )
+
+
+def _readers(
+    namespace: str, name: str, uid: str, indices: Indices | None
+) -> tuple[Callable[[str, str], JobObservation], Callable[[str, str], BatchSeen], frozenset[str]]:
+    """How the run's Jobs and RolloutBatches are read, and its children: from the indices
+    (with what this process made that the watches have not delivered), else the API."""
+    tk = training_kube()
+    if indices is None:  # no watches registered: ask the API
+        return tk.observe_job, tk.read_batch, tk.existing_children(namespace, name, rounds=True)
+    children = indices.children(namespace, name)
+    made = CONTROLLER.undelivered(uid, children)
+    CONTROLLER.delivered(uid, children)
+
+    def job(namespace: str, job: str) -> JobObservation:
+        return indices.job(namespace, job, f"Job/{job}" in made)
+
+    def batch_of(namespace: str, batch: str) -> BatchSeen:
+        found = indices.get("training_batches", (namespace, batch))
+        return batch_seen(batch, found[0] if found else None)
+
+    return job, batch_of, frozenset(children | made.keys() | tk.rayjobs(namespace, name))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -131,23 +161,53 @@ def _parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-_turns = Turns()
+def _clock(observed: TrainingObserved) -> float | None:
+    """How long until time alone may change the plan: a pod's start grace, a wait with a
+    deadline (the batch it names, from the run's creation), the next read of a running
+    trainer's progress; while it waits for environments or a round's server, the
+    reconcile interval (no event of theirs reaches the run)."""
+    interval = SETTINGS.operator.reconcile_interval
+    grace = SETTINGS.operator.stage_start_grace_seconds
+    jobs = [j for j in (observed.check_job, observed.train_job) if j is not None]
+    waits = [start_wait(jobs, observed.now, grace, interval)]
+    if observed.batch is not None and not observed.batch.found:
+        waited = _age(observed)
+        waits.append(grace - waited + 0.1 if waited is not None and waited < grace else interval)
+    envs = observed.environments
+    if envs is not None and (envs.not_released or not envs.released):
+        waits.append(interval)
+    if observed.serving is not None and not observed.serving.available:
+        waits.append(interval)
+    training = observed.train_job is not None and observed.train_job.state == "running"
+    if training or observed.rayjob is not None:
+        waits.append(SETTINGS.progress_interval_seconds)
+    return min((w for w in waits if w is not None), default=None)
 
 
-def _reconcile(body: kopf.Body, logger: kopf.Logger) -> None:
-    # gone, or going: on_training_delete handles it
-    _turns.reconcile(body, logger, training_kube().read_run, _reconcile_once)
+def _age(observed: TrainingObserved) -> float | None:
+    if observed.now is None or observed.created_at is None:
+        return None
+    return (observed.now - observed.created_at).total_seconds()
 
 
-def _reconcile_once(current: dict[str, Any], body: kopf.Body, logger: kopf.Logger) -> None:
+def _reconcile_once(
+    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+) -> Done:
     run, namespace, name = fresh(current)
     tk = training_kube()
-    with counted(namespace, KIND):
-        plan = reconcile_training(run, observe(run), SETTINGS)
+    with counted(namespace, TRAINING_KIND):
+        observed = observe(run, indices)
+        plan = reconcile_training(run, observed, SETTINGS)
         carry_out(tk, logger, namespace, name, plan.delete, plan.create, run["status"], plan.status)
     log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, run, plan)
     post_events(body, plan.events)
+    return Done(
+        not (plan.create or plan.delete) and plan.status == run["status"],
+        look=Look(wait=_clock(observed)),
+        created=dict.fromkeys(f"{c['kind']}/{c['metadata']['name']}" for c in plan.create),
+        deleted=[f"{kind}/{child}" for kind, child in plan.delete],
+    )
 
 
 def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) -> None:
@@ -175,30 +235,32 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
         m.NAN_LOSS.labels(namespace, objective).inc()
 
 
-def _not_complete(status: Any) -> bool:
-    return not any(
-        c.get("type") == "Complete" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-@kopf.on.resume(GROUP, VERSION, TRAINING_PLURAL)
-@kopf.on.create(GROUP, VERSION, TRAINING_PLURAL)
-@kopf.on.update(GROUP, VERSION, TRAINING_PLURAL, field="spec")
-def on_training_change(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
-
-
-@kopf.timer(
-    GROUP,
-    VERSION,
+CONTROLLER = Controller(
+    TRAINING_KIND,
     TRAINING_PLURAL,
-    interval=SETTINGS.operator.reconcile_interval,
-    initial_delay=1.0,
-    when=lambda status, **_: _not_complete(status),
+    WATCHES,
+    read=lambda namespace, name: training_kube().read_run(namespace, name),
+    once=_reconcile_once,
+    finished=condition_true("Complete"),
 )
-def on_training_timer(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    _reconcile(body, logger)
+CONTROLLER.register(change_id="on_training_change", versions_id="training_versions")
+_labelled = {LABEL_TRAINING: kopf.PRESENT}
+_named = CONTROLLER.named_by(LABEL_TRAINING)
+# its Jobs and their pods, its rounds' servers and their pods
+CONTROLLER.on_child(JOBS, _labelled, _named, "on_training_job", "job")
+CONTROLLER.on_child(PODS, _labelled, _named, "on_training_pod", "pod")
+CONTROLLER.on_child(DEPLOYMENTS, _labelled, _named, "on_training_server", "deployment")
+
+
+def _batch_users(body: kopf.Body, namespace: str, labels: Any, indices: Indices) -> list[Key]:
+    """The runs a RolloutBatch's change may move: the round's run that made it, and the
+    runs that train on it by name."""
+    users = _named(body, namespace, labels, indices)
+    named = indices.get("training_by_batch", (namespace, str(body.metadata.name)))
+    return [*users, *(k for run, _ in named for k in CONTROLLER.unfinished(namespace, run))]
+
+
+CONTROLLER.on_child(BATCHES, None, _batch_users, "on_training_batch", "batch")
 
 
 @kopf.on.delete(GROUP, VERSION, TRAINING_PLURAL)
@@ -215,8 +277,8 @@ def on_training_delete(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
         with contextlib.suppress(KeyError):
             m.FAILED.remove(namespace, name, *failed)
     _log_read.pop(str(body.metadata.uid), None)
-    _turns.forget(str(body.metadata.uid))
+    CONTROLLER.forget(namespace, name, str(body.metadata.uid))
     logger.info(f"deleted the children of {name}")
 
 
-__all__ = ["observe", "on_training_change", "on_training_delete", "on_training_timer"]
+__all__ = ["CONTROLLER", "observe", "on_training_delete"]

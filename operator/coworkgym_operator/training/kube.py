@@ -167,12 +167,21 @@ class TrainingKube:
         names = {f"Job/{j.metadata.name}" for j in jobs.items}
         if rounds:
             names |= self._round_children(namespace, selector)
-        if self.ray_available():
-            listed: Any = self.custom.list_namespaced_custom_object(
-                RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, label_selector=selector
-            )
-            names |= {f"{RAYJOB_KIND}/{r['metadata']['name']}" for r in listed.get("items", [])}
-        return frozenset(names)
+        return frozenset(names | self.rayjobs(namespace, run))
+
+    def rayjobs(self, namespace: str, run: str) -> set[str]:
+        """ "RayJob/name" of the run's RayJobs (none where KubeRay is not served: no watch
+        of them, as the operator may not even read them)."""
+        if not self.ray_available():
+            return set()
+        listed: Any = self.custom.list_namespaced_custom_object(
+            RAY_GROUP,
+            RAY_VERSION,
+            namespace,
+            RAYJOB_PLURAL,
+            label_selector=f"{LABEL_TRAINING}={run}",
+        )
+        return {f"{RAYJOB_KIND}/{r['metadata']['name']}" for r in listed.get("items", [])}
 
     def _round_children(self, namespace: str, selector: str) -> set[str]:
         core, net = self.kube.core, self.kube.net

@@ -34,7 +34,14 @@ from coworkgym_operator.campaign.api.types import (
 )
 from coworkgym_operator.campaign.api.types import CampaignPhase as P
 from coworkgym_operator.campaign.api.types import CampaignReason as R
-from coworkgym_operator.campaign.reconcile.children import child_manifest, plan, unserved
+from coworkgym_operator.campaign.reconcile.children import (
+    LABEL_CAPABILITY,
+    LABEL_DOMAIN,
+    LABEL_INDEX,
+    child_manifest,
+    plan,
+    unserved,
+)
 from coworkgym_operator.core.api import Condition
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.conditions import merge
@@ -52,6 +59,18 @@ class ChildState:
     phase: str = "Pending"
     cell: tuple[str, str] = ("", "")
     defects: tuple[str, ...] = ()  # codes of its last round's defects
+
+
+def child_state(env: dict[str, Any]) -> ChildState:
+    labels = env["metadata"].get("labels") or {}
+    status = env.get("status") or {}
+    index = str(labels.get(LABEL_INDEX, ""))
+    return ChildState(
+        index=int(index) if index.isdigit() else -1,
+        phase=str(status.get("phase") or "Pending"),
+        cell=(str(labels.get(LABEL_DOMAIN, "")), str(labels.get(LABEL_CAPABILITY, ""))),
+        defects=tuple(str(d.get("code", "")) for d in status.get("defects") or []),
+    )
 
 
 @dataclass(frozen=True)
@@ -128,7 +147,7 @@ def reconcile_campaign(campaign: Manifest, observed: CampaignObserved) -> Campai
     wanted = _conditions(counts, ratio, finished, spec, tripped, complete)
     status = SynthesisCampaignStatus(
         observed_generation=generation,
-        conditions=merge(previous.conditions, wanted, generation, observed.now),  # type: ignore[arg-type]
+        conditions=merge(previous.conditions, wanted, generation, observed.now),
         counts=counts,
         progress=f"{finished}/{len(planned)}",
         failure_ratio=round(ratio, 4) if ratio is not None else None,
@@ -263,7 +282,7 @@ def _refused(
     }
     status = SynthesisCampaignStatus(
         observed_generation=generation,
-        conditions=merge(previous.conditions, wanted, generation, observed.now),  # type: ignore[arg-type]
+        conditions=merge(previous.conditions, wanted, generation, observed.now),
         counts=previous.counts,
         progress=previous.progress,
         message=f"refused: {why[:400]}",
@@ -325,6 +344,7 @@ __all__ = [
     "CampaignObserved",
     "CampaignPlan",
     "ChildState",
+    "child_state",
     "derive_campaign_phase",
     "reconcile_campaign",
 ]

@@ -519,7 +519,7 @@ def _finish(
     already = _completed(status)
     if not already:
         wanted = batch_conditions(status, state.failure)
-        status.conditions = merge(status.conditions, wanted, generation, observed.now)  # type: ignore[arg-type]
+        status.conditions = merge(status.conditions, wanted, generation, observed.now)
         status.phase = str(derive_batch_phase(status.conditions))
         status.message = _message(status, state.failure)
     status.observed_generation = generation

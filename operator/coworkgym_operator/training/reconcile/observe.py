@@ -1,6 +1,6 @@
 """A TrainingRun's RolloutBatch and an on-policy round's server, read from the objects as
 the API serves them (plain dicts, camelCase), so that what the reconcile is told is decided
-by pure, testable code; kube_training.py only fetches."""
+by pure, testable code; training/kube.py and the watches' indices only fetch."""
 
 from __future__ import annotations
 
@@ -35,6 +35,26 @@ def batch_seen(name: str, batch: Plain | None) -> BatchSeen:
         message=str(status.get("message") or ""),
         deleting=bool((batch.get("metadata") or {}).get("deletionTimestamp")),
     )
+
+
+def batch_summary(batch: Plain) -> Plain:
+    """What ``batch_seen`` reads of a RolloutBatch: what the watch's index keeps."""
+    meta, status = batch.get("metadata") or {}, batch.get("status") or {}
+    counts = status.get("counts") or {}
+    return {
+        "metadata": {"deletionTimestamp": meta.get("deletionTimestamp")},
+        "status": {
+            "phase": status.get("phase"),
+            "message": status.get("message"),
+            "outputUri": status.get("outputUri"),
+            "counts": {k: counts.get(k) for k in ("kept", "succeeded", "invalid")},
+            "conditions": [
+                {"type": c.get("type"), "status": c.get("status")}
+                for c in status.get("conditions") or []
+                if c.get("type") in ("Complete", "Failed")
+            ],
+        },
+    }
 
 
 def serving_seen(
@@ -90,4 +110,4 @@ def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-__all__ = ["batch_seen", "serving_seen"]
+__all__ = ["batch_seen", "batch_summary", "serving_seen"]

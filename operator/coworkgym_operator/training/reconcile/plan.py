@@ -496,7 +496,7 @@ def _finish(
     wanted = training_conditions(
         status.step, state.failure, state.data, state.activity, _done_message(status)
     )
-    status.conditions = merge(status.conditions, wanted, generation, observed.now)  # type: ignore[arg-type]
+    status.conditions = merge(status.conditions, wanted, generation, observed.now)
     status.phase = str(derive_training_phase(status.conditions))
     status.message = _message(status, state, _stalled_for(status, observed, state.settings))
     status.observed_generation = generation
