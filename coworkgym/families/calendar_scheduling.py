@@ -8,7 +8,10 @@ the meetings after it — so one wrong slot moves every later one. Harder varian
 busy time in the calendar's structure: a cancelled event and a free ("transparent") one
 that do not block, an all-day absence and a daily recurring stand-up that do, and one
 calendar exported in UTC while the office runs on UTC+01:00. The hard variant also has a
-latent constraint the agent learns only by asking the user (one person leaves early).
+latent constraint the agent learns only by asking the user (one person leaves early), and
+``requests.csv`` contradicts itself: one meeting has a second, older line (another length,
+last in the file, so a reader keeping the last line per id books the void one); the
+instruction says to ask, and the user says the line updated last is the request.
 
 Later user turns either replace one person's calendar (a new call lands on a booked
 meeting, which must move, and the meetings after it may follow) or add a requirement: a
@@ -260,6 +263,13 @@ def _first_slot(
 
 
 def parse_requests(data: bytes) -> list[Meeting]:
+    """The requests in file order; a meeting on several lines (hard) is the line with the
+    latest ``updated`` date, where the first of its lines stands (the user's answer)."""
+    rows: dict[str, dict[str, str]] = {}
+    for r in parse_csv(data):
+        held = rows.get(r["id"])
+        if held is None or r.get("updated", "") > held.get("updated", ""):
+            rows[r["id"]] = r  # a dict keeps the first line's place
     return [
         Meeting(
             id=r["id"],
@@ -268,7 +278,7 @@ def parse_requests(data: bytes) -> list[Meeting]:
             minutes=int(r["minutes"]),
             days=tuple(r["days"].split(";")),
         )
-        for r in parse_csv(data)
+        for r in rows.values()
     ]
 
 
@@ -312,7 +322,14 @@ def busy_of(path):
     return out
 
 busy = {}
-meetings = list(csv.DictReader(open("requests.csv", newline="")))
+meetings, where = [], {}
+for r in csv.DictReader(open("requests.csv", newline="")):
+    # the user, asked about a meeting on two lines: the line updated last is the request
+    if r["id"] not in where:
+        where[r["id"]] = len(meetings)
+        meetings.append(r)
+    elif r.get("updated", "") > meetings[where[r["id"]]].get("updated", ""):
+        meetings[where[r["id"]]] = r
 for m in meetings:
     for p in m["attendees"].split(";"):
         busy.setdefault(p, busy_of(f"calendars/{p}.ics"))
@@ -358,6 +375,7 @@ class Setting:
     calendars: dict[str, Calendar]
     meetings: list[Meeting]
     early_leaver: str  # "" unless hard
+    void: Meeting | None = None  # hard: an older line of one meeting, last in the file
 
 
 class CalendarScheduling(TaskFamily):
@@ -382,6 +400,11 @@ class CalendarScheduling(TaskFamily):
                 r"exported in UTC\b(?![+-])",
                 r"\bin UTC\b(?![+-])",
             ),
+        ),
+        Trap(
+            "void_request_line",
+            "requests.csv (hard) has one meeting on two lines, the last one older and void",
+            (r"\btwice\b", r"\bduplicat", r"more than once", r"\bvoid\b", r"last line"),
         ),
     )
 
@@ -420,7 +443,7 @@ class CalendarScheduling(TaskFamily):
                     )
                 )
         workspace = {calendar_path(p): ics(c) for p, c in setting.calendars.items()}
-        workspace[REQUESTS] = _requests_csv(setting.meetings)
+        workspace[REQUESTS] = _requests_csv(setting.meetings, setting.void)
         return FamilyDraft(
             slug=f"calendar-scheduling-{setting.week:%Y-%m-%d}-{params.seed}",
             title=f"Book the team's meetings for the week of {setting.week:%d %B %Y}",
@@ -580,7 +603,12 @@ def _setting(params: FamilyParams, rng: random.Random) -> tuple[Setting, tuple[s
                 )
             )
         early = people[-1][0] if hard else ""  # the colleague in the other office
-        setting = Setting(week, calendars, meetings, early)
+        void = None
+        if hard:  # an older version of one request, with another length
+            target = rng.choice(meetings)
+            minutes = rng.choice([m for m in (30, 45, 60, 90) if m != target.minutes])
+            void = Meeting(target.id, target.title, target.attendees, minutes, target.days)
+        setting = Setting(week, calendars, meetings, early, void)
         changed = _accept(setting, rng)
         if changed is not None:
             return setting, changed
@@ -596,6 +624,11 @@ def _accept(setting: Setting, rng: random.Random) -> tuple[str, bytes] | None:
         return None
     if early and schedule(files, setting.meetings, setting.week, Rules()) == plain:
         return None  # the latent constraint must matter
+    if setting.void is not None:  # the void line, read as the request, must move a meeting
+        void = setting.void
+        misread = [void if m.id == void.id else m for m in setting.meetings]
+        if schedule(files, misread, setting.week, Rules(early_leaver=early)) == plain:
+            return None
     # the changed calendar: an external call exactly on one booked meeting
     meeting = rng.choice(setting.meetings)
     person = rng.choice(meeting.attendees)
@@ -644,7 +677,9 @@ def _busy_events(rng: random.Random, week: date, person: str, difficulty: str) -
     return events
 
 
-def _requests_csv(meetings: Sequence[Meeting]) -> bytes:
+def _requests_csv(meetings: Sequence[Meeting], void: Meeting | None = None) -> bytes:
+    """The requests; with ``void`` (hard) every line has an ``updated`` date and the void,
+    older version of one meeting comes last."""
     rows: list[dict[str, object]] = [
         {
             "id": m.id,
@@ -653,9 +688,15 @@ def _requests_csv(meetings: Sequence[Meeting]) -> bytes:
             "minutes": m.minutes,
             "days": ";".join(m.days),
         }
-        for m in meetings
+        for m in [*meetings, *([void] if void else [])]
     ]
-    return write_csv(rows, ["id", "title", "attendees", "minutes", "days"])
+    columns = ["id", "title", "attendees", "minutes", "days"]
+    if void is None:
+        return write_csv(rows, columns)
+    for n, row in enumerate(rows):
+        row["updated"] = f"2026-01-{20 + n:02d}"
+    rows[-1]["updated"] = "2026-01-12"  # the void line: older than every other
+    return write_csv(rows, [*columns, "updated"])
 
 
 def _user(setting: Setting) -> UserState:
@@ -678,6 +719,17 @@ def _user(setting: Setting) -> UserState:
             )
         )
         goals.append(f"{first} can only attend meetings that end by 15:00.")
+    if setting.void is not None:
+        signals.append(
+            Signal(
+                # "M2 is on two lines of requests.csv with different lengths: which one?"
+                trigger="agent asks about a meeting listed twice, on two lines or rows with "
+                "different lengths: duplicate, conflicting or contradicting requests",
+                reveals="when a meeting id has more than one line in requests.csv, the line "
+                "with the latest `updated` date is the request (book it where the first of "
+                "its lines stands); the older lines do not count",
+            )
+        )
     return UserState(
         persona="Office manager who books the team's internal meetings each week.",
         role="administrator",
@@ -697,6 +749,11 @@ def _instruction(setting: Setting) -> str:
         latent = (
             f"\n{first} has a standing commitment that is in no calendar; ask me about "
             f"{first}'s standing commitment before you book anything {first} attends.\n"
+        )
+    if setting.void is not None:
+        latent += (
+            f"If `{REQUESTS}` contradicts itself in a way these rules do not settle, ask me "
+            "which to trust before you book.\n"
         )
     return f"""\
 Please book this week's internal meetings (the week of {setting.week:%A %d %B %Y}). The

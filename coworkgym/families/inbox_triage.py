@@ -9,7 +9,11 @@ precedence, set its priority from the customer's tier (``contacts.csv``), and dr
 to exactly the threads still waiting for one — on the latest message, by the time it was
 sent. Harder variants shuffle the file order, send from several time zones (a wall-clock
 comparison picks the wrong latest message), change a subject mid-thread and close threads
-with a customer's "resolved".
+with a customer's "resolved". In the hard variant ``contacts.csv`` contradicts itself: a
+gold customer with a waiting thread has a second, older row with another tier and account
+manager (last in the file, so a reader keeping the last row takes the stale one); the rules
+do not settle it, the instruction says to ask, and the user says the row updated last is
+current.
 
 Later user turns either replace the mbox with a later export (a thread resolved, a new
 incident) or add a requirement: replies to gold customers copy their account manager.
@@ -27,7 +31,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, parsedate_to_datetime
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import TurnPatch
+from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CustomScript, VerifierSpec
 from .base import Trap
 from .common import (
@@ -49,7 +53,6 @@ from .common import (
     requirement_added,
     requirement_turn,
     rubric,
-    user_state,
     verifier_output,
     when_delivered,
     write_csv,
@@ -128,7 +131,12 @@ from email.message import EmailMessage
 turn = int(os.environ.get("COWORK_TURN", "0"))
 cc_managers = turn >= int(os.environ["CC_FROM_TURN"])
 US = "support@northwind-it.example"
-contacts = {r["domain"]: r for r in csv.DictReader(open("contacts.csv", newline=""))}
+contacts = {}
+for r in csv.DictReader(open("contacts.csv", newline="")):
+    # the user, asked about a domain in two rows: the row updated last is current
+    if r["domain"] not in contacts or r.get("updated", "") >= contacts[r["domain"]].get(
+            "updated", ""):
+        contacts[r["domain"]] = r
 
 messages = {}
 for m in mailbox.mbox("inbox.mbox"):
@@ -275,7 +283,7 @@ def parse_mbox(data: bytes) -> list[email.message.Message]:
 def triage(inbox: bytes, contacts: bytes, *, by_time: bool = True) -> dict[str, Thread]:
     """Threads by root Message-ID, each triaged by the policy; ``by_time=False`` takes the
     latest message to be the last in the file (a reading the policy rules out)."""
-    accounts = {r["domain"]: r for r in parse_csv(contacts)}
+    accounts = current_accounts(contacts)
     messages: dict[str, tuple[int, email.message.Message]] = {}
     for position, message in enumerate(parse_mbox(inbox)):
         messages.setdefault(str(message["Message-ID"]).strip(), (position, message))
@@ -313,6 +321,17 @@ def triage(inbox: bytes, contacts: bytes, *, by_time: bool = True) -> dict[str, 
             manager=account.get("account_manager", ""),
         )
     return out
+
+
+def current_accounts(contacts: bytes) -> dict[str, dict[str, str]]:
+    """Each domain's current row: the one updated last (the user's answer, hard); without
+    an ``updated`` column, the last row."""
+    accounts: dict[str, dict[str, str]] = {}
+    for row in parse_csv(contacts):
+        held = accounts.get(row["domain"])
+        if held is None or row.get("updated", "") >= held.get("updated", ""):
+            accounts[row["domain"]] = row
+    return accounts
 
 
 def _body(message: email.message.Message) -> str:
@@ -369,6 +388,11 @@ class InboxTriage(TaskFamily):
                 r"\btime zones? (?:differ|vary)",
             ),
         ),
+        Trap(
+            "stale_contact_row",
+            "contacts.csv (hard) lists one customer twice, the last row stale",
+            (r"\btwice\b", r"\bduplicat", r"more than once", r"\bstale\b", r"last row"),
+        ),
     )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
@@ -402,25 +426,15 @@ class InboxTriage(TaskFamily):
                         [DRAFTS],
                     )
                 )
+        hard = params.difficulty == "hard"
+        contacts = _contacts(_conflicting(inbox, later) if hard else None)
         return FamilyDraft(
             slug=f"inbox-triage-{params.difficulty}-{params.seed}",
             title="Triage the support inbox and draft the replies",
-            instruction=_instruction(),
-            workspace={INBOX: inbox.mbox(), CONTACTS: _contacts(), POLICY: _policy().encode()},
+            instruction=_instruction(ask=hard),
+            workspace={INBOX: inbox.mbox(), CONTACTS: contacts, POLICY: _policy().encode()},
             solve_sh=fill_template(SOLVE, cc_from_turn=cc_from),
-            user=user_state(
-                "Support lead at a small IT services firm who reviews the drafts before "
-                "they are sent.",
-                "manager",
-                "No customer waiting for an answer may be missed, and nobody gets a reply "
-                "twice.",
-                "does not know how the mail client threads messages",
-                (
-                    "agent asks which time zone the messages use",
-                    # how to read the headers is past this user's knowledge (the trap)
-                    "the office is on UTC+01:00",
-                ),
-            ),
+            user=_user(hard),
             inputs=input_artifacts({INBOX: "other", CONTACTS: "csv", POLICY: "md"}),
             outputs=output_artifacts({TRIAGE: "json", DRAFTS: "other"}, [INBOX, CONTACTS]),
             turns=turns,
@@ -609,12 +623,73 @@ def _later_export(inbox: Inbox, now: datetime, rng: random.Random) -> tuple[Inbo
     return replace(inbox, mails=[*inbox.mails, *new]), later + timedelta(hours=1)
 
 
-def _contacts() -> bytes:
+def _contacts(conflicting: str | None = None) -> bytes:
+    """The customers; with ``conflicting`` (hard) every row has an ``updated`` date and that
+    domain a second, older row with the other tier and manager, last in the file."""
     rows: list[dict[str, object]] = [
         {"domain": d, "company": c, "tier": t, "account_manager": m}
         for d, c, t, m, _contact in CUSTOMERS
     ]
-    return write_csv(rows, ["domain", "company", "tier", "account_manager"])
+    if conflicting is None:
+        return write_csv(rows, ["domain", "company", "tier", "account_manager"])
+    for n, row in enumerate(rows):
+        row["updated"] = f"2026-01-{10 + 3 * n:02d}"
+    held = next(r for r in rows if r["domain"] == conflicting)
+    managers = sorted({c[3] for c in CUSTOMERS})
+    stale = {
+        **held,
+        "tier": "standard" if held["tier"] == "gold" else "gold",
+        "account_manager": next(m for m in managers if m != held["account_manager"]),
+        "updated": "2025-06-30",
+    }
+    return write_csv([*rows, stale], ["domain", "company", "tier", "account_manager", "updated"])
+
+
+def _conflicting(first: Inbox, final: Inbox) -> str:
+    """A gold customer's domain whose thread waits for a reply at the end (and from the
+    start, when one does): the stale row changes its priority and its drafts' Cc."""
+    waiting = []
+    for inbox in (first, final):
+        threads = triage(inbox.mbox(), _contacts())
+        waiting.append(
+            {
+                t.reply_to.split("@")[1]
+                for t in threads.values()
+                if t.reply_needed and t.tier == "gold"
+            }
+        )
+    both = sorted(waiting[0] & waiting[1]) or sorted(waiting[1])
+    return both[0]
+
+
+def _user(hard: bool) -> UserState:
+    signals = [
+        Signal(
+            trigger="agent asks which time zone the messages use",
+            # how to read the headers is past this user's knowledge (the trap)
+            reveals="the office is on UTC+01:00",
+        )
+    ]
+    if hard:
+        signals.append(
+            Signal(
+                # "alderbank.example has two rows in contacts.csv with different tiers"
+                trigger="agent asks about a customer domain listed twice, in two rows with "
+                "different tiers: duplicate, conflicting or contradicting rows",
+                reveals="when a domain has more than one row in contacts.csv, the row with "
+                "the latest `updated` date is current; older rows are history",
+            )
+        )
+    return UserState(
+        persona="Support lead at a small IT services firm who reviews the drafts before "
+        "they are sent.",
+        role="manager",
+        latent_goals=[
+            "No customer waiting for an answer may be missed, and nobody gets a reply twice."
+        ],
+        knowledge_boundary=["does not know how the mail client threads messages"],
+        signal_plan=signals,
+    )
 
 
 def _policy() -> str:
@@ -649,7 +724,7 @@ a domain not listed there is a standard customer.
 """
 
 
-def _instruction() -> str:
+def _instruction(ask: bool = False) -> str:
     return f"""\
 Please triage our support inbox. The export is `{INBOX}` (an mbox file), our customers and
 their tiers are in `{CONTACTS}`, and the rules are in `{POLICY}` — follow them exactly.
@@ -667,8 +742,12 @@ Create:
    latest message's `Message-ID`, and `References:` every message of the thread, oldest
    first. No drafts for other threads.
 
-Do not modify `{INBOX}`, `{CONTACTS}` or `{POLICY}`.
+Do not modify `{INBOX}`, `{CONTACTS}` or `{POLICY}`.{_ASK if ask else ""}
 """
+
+
+_ASK = """ If our files contradict each other in a way the policy does not settle, ask
+me which to trust before you decide."""
 
 
 CHECK_REPLIES = (

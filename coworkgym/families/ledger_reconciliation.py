@@ -5,7 +5,9 @@ Grounded in real monthly closing prices (bundled ``stocks.csv``): the account is
 investment fund's cash account, each entry a trade of a few hundred shares at the month's
 close. Deliberate differences: entries only on the statement (fees, interest), entries only
 in the books (trades not yet cleared), and amounts mistyped in the books. The hard variant's
-statement has separate debit/credit columns with thousands separators.
+statement has separate debit/credit columns with thousands separators, a year of trades (too
+many to reconcile by eye), and one trade the bank posted twice under its id: the rules do
+not settle it, the instruction says to ask, and the user says how to list it (``bank_error``).
 
 Later user turns either replace ``bank.csv`` with a later statement (some outstanding trades
 have cleared, a new fee arrived) or add a requirement: list unmatched entries older than a
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
-from ..package.cowork import TurnPatch
+from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import (
     Component,
     RowCount,
@@ -30,6 +32,7 @@ from ..verifier.spec import (
     VerifierSpec,
     XlsxValue,
 )
+from .base import Trap
 from .common import (
     FamilyDraft,
     FamilyParams,
@@ -48,7 +51,6 @@ from .common import (
     requirement_added,
     requirement_turn,
     rubric,
-    user_state,
     verifier_output,
     when_delivered,
     write_csv,
@@ -59,8 +61,11 @@ XLSX, JSON = "reconciliation.xlsx", "reconciliation.json"
 SIZES = {  # months of trading, symbols traded, then bank-only, books-only, mistyped entries
     "easy": (3, 2, 1, 1, 1),
     "medium": (6, 2, 2, 2, 2),
-    "hard": (9, 3, 3, 3, 3),
+    "hard": (12, 4, 3, 3, 3),
 }
+TRADES_PER_MONTH = {"easy": 1, "medium": 1, "hard": 3}  # per symbol
+REPEATED = {"easy": 0, "medium": 0, "hard": 1}  # trades the bank posts twice
+BANK_ERROR = "bank_error"  # the source the user names for a trade's second posting
 BANK_ONLY = (("Account maintenance fee", -25.0), ("Interest credit", 4.17), ("Wire fee", -15.0))
 MONTH_ABBR = tuple(calendar.month_abbr[1:])  # "Jan 1 2004" in stocks.csv
 
@@ -79,18 +84,24 @@ def number(text):
     return float(text.replace(",", "")) if text and text.strip() else 0.0
 
 def load(path):
-    entries = {}
+    entries, repeats, total = {}, [], 0.0
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             if "amount" in row:
                 amount = number(row["amount"])
             else:  # a statement with debit/credit columns
                 amount = number(row["credit"]) - number(row["debit"])
-            entries[row["id"].strip()] = (row["date"], round(amount, 2))
-    return entries
+            key = row["id"].strip()
+            total += amount
+            if key in entries:  # the user: a later line for a trade is the bank's error
+                repeats.append((key, "bank_error", round(amount, 2), row["date"]))
+            else:
+                entries[key] = (row["date"], round(amount, 2))
+    return entries, repeats, round(total, 2)
 
-bank, books = load("bank.csv"), load("books.csv")
-unmatched = []
+bank, repeats, bank_total = load("bank.csv")
+books, _, books_total = load("books.csv")
+unmatched = list(repeats)
 matched = 0
 for key in sorted(set(bank) | set(books)):
     if key not in books:
@@ -101,6 +112,7 @@ for key in sorted(set(bank) | set(books)):
         unmatched.append((key, "mismatch", round(bank[key][1] - books[key][1], 2), books[key][0]))
     else:
         matched += 1
+unmatched.sort(key=lambda u: u[0])
 
 wb = openpyxl.Workbook()
 ws = wb.active
@@ -121,8 +133,7 @@ summary = {
     "bank_only": sum(1 for u in unmatched if u[1] == "bank"),
     "books_only": sum(1 for u in unmatched if u[1] == "books"),
     "mismatched": sum(1 for u in unmatched if u[1] == "mismatch"),
-    "net_difference": round(sum(a for _, a in bank.values()) - sum(a for _, a in books.values()),
-                            2),
+    "net_difference": round(bank_total - books_total, 2),
 }
 if stale:
     summary["stale"] = len(old)
@@ -148,12 +159,13 @@ class Ledgers:
     bank: list[Entry]
     books: list[Entry]
     split_columns: bool  # the statement has debit/credit columns (hard)
+    repeats: bool = False  # each statement posts a trade twice (hard)
 
 
 @dataclass(frozen=True)
 class Unmatched:
     id: str
-    source: str  # bank | books | mismatch
+    source: str  # bank | books | mismatch | bank_error (a trade's second posting, hard)
     amount: float  # the entry's amount, or bank − books for a mismatch
     day: str
 
@@ -172,6 +184,13 @@ class LedgerReconciliation(TaskFamily):
     safety = ("financial_data",)
     # with 3 turns both later turns come: the stale-entries requirement and the next statement
     later_capabilities = ("requirement_tracking", "dependency_tracking")
+    traps = (
+        Trap(
+            "repeated_posting",
+            "the statement (hard) carries one trade a second time under its id",
+            (r"\btwice\b", r"\bduplicat", r"more than once", r"double[- ]?post", r"\bsame id\b"),
+        ),
+    )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
         rng = params.rng("ledger")
@@ -209,23 +228,14 @@ class LedgerReconciliation(TaskFamily):
         return FamilyDraft(
             slug=f"ledger-reconciliation-{period}-{params.seed}",
             title=f"Reconcile the fund's cash account, {period}",
-            instruction=_instruction(s0.split_columns),
+            instruction=_instruction(s0.split_columns, params.difficulty == "hard"),
             workspace={
                 BANK: _bank_csv(s0),
                 BOOKS: _books_csv(s0),
                 "README.md": _readme(period).encode(),
             },
             solve_sh=fill_template(SOLVE, stale_from_turn=stale_from, cutoff=cutoff),
-            user=user_state(
-                "Fund accountant who closes the cash account at each period end.",
-                "accountant",
-                "Every difference must be explainable to the auditors line by line.",
-                "does not know why the bank posts fees without references",
-                (
-                    "agent asks about the sign of amounts",
-                    "money leaving the account is negative in both files",
-                ),
-            ),
+            user=_user(params),
             inputs=input_artifacts({BANK: "csv", BOOKS: "csv"}),
             outputs=output_artifacts({XLSX: "xlsx", JSON: "json"}, [BANK, BOOKS]),
             turns=turns,
@@ -365,7 +375,6 @@ class LedgerReconciliation(TaskFamily):
         )
         return verifier_output(spec, {BANK: bank, BOOKS: books})
 
-
     def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
         """The stale cut-off bound, exclusive or inclusive, for the turn that asks for it."""
         asked = [m for t in turns if (m := CUTOFF_RE.search(t.message))]
@@ -412,19 +421,20 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     for month in range(first, first + months):
         for symbol in chosen:
             price = prices[(symbol, f"{year}-{month:02d}")]
-            shares = rng.randint(10, 400)
-            side = rng.choice(["BUY", "SELL"])
-            amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
-            seq += rng.randint(1, 3)
-            trades.append(
-                Entry(
-                    id=f"TX{seq:04d}",
-                    day=date(year, month, rng.randint(2, 26)),
-                    description=f"{side} {shares} {symbol} @ {price:.2f}",
-                    amount=round(amount, 2),
-                    account=f"Investments:{symbol}",
+            for _trade in range(TRADES_PER_MONTH[params.difficulty]):
+                shares = rng.randint(10, 400)
+                side = rng.choice(["BUY", "SELL"])
+                amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
+                seq += rng.randint(1, 3)
+                trades.append(
+                    Entry(
+                        id=f"TX{seq:04d}",
+                        day=date(year, month, rng.randint(2, 26)),
+                        description=f"{side} {shares} {symbol} @ {price:.2f}",
+                        amount=round(amount, 2),
+                        account=f"Investments:{symbol}",
+                    )
                 )
-            )
     trades.sort(key=lambda e: (e.day, e.id))
     # The last trades have not cleared yet: they are in the books only.
     cleared = trades[:-books_only]
@@ -441,9 +451,16 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
                 amount=amount,
             )
         )
-    bank = sorted([*cleared, *fees], key=lambda e: (e.day, e.id))
+    # a trade the bank posts a second time, a few days after the first (hard)
+    clean = [e for e in cleared if e.id not in typo_ids]
+    repeats = [
+        replace(e, day=e.day + timedelta(days=rng.randint(1, 3)))
+        for e in rng.sample(clean, k=REPEATED[params.difficulty])
+    ]
+    bank = sorted([*cleared, *fees, *repeats], key=lambda e: (e.day, e.id))
     period = f"{year}-{first:02d}-to-{year}-{first + months - 1:02d}"
-    return Ledgers(bank, books, params.difficulty == "hard"), period
+    hard = params.difficulty == "hard"
+    return Ledgers(bank, books, hard, repeats=bool(REPEATED[params.difficulty])), period
 
 
 def _cents(amount: float) -> float:
@@ -474,6 +491,9 @@ def _later_statement(ledgers: Ledgers, rng: random.Random) -> Ledgers:
     posted = [
         replace(books_by_id[e.id], day=last + timedelta(days=rng.randint(1, 4))) for e in cleared
     ]
+    if ledgers.repeats:  # the bank does it again, to another trade: a rule, not an id
+        again = rng.choice(posted)
+        posted.append(replace(again, day=again.day + timedelta(days=2)))
     # a cleared trade posts at the amount actually traded; a mistyped book entry stays wrong
     fee = Entry(
         id=f"BK{max(int(e.id[2:]) for e in ledgers.bank + ledgers.books) + 7:04d}",
@@ -538,21 +558,33 @@ def _number(text: str | None) -> float:
     return float(text.replace(",", "")) if text and text.strip() else 0.0
 
 
-def _entries(data: bytes) -> dict[str, tuple[str, float]]:
-    entries = {}
+def _entries(data: bytes) -> tuple[dict[str, tuple[str, float]], list[Unmatched], float]:
+    """(id → (date, amount) of its first line, the later lines of an id already seen, the
+    sum of every line's amount)."""
+    entries: dict[str, tuple[str, float]] = {}
+    repeats, total = [], 0.0
     for row in parse_csv(data):
         if "amount" in row:
             amount = _number(row["amount"])
         else:
             amount = _number(row["credit"]) - _number(row["debit"])
-        entries[row["id"].strip()] = (row["date"], round(amount, 2))
-    return entries
+        key = row["id"].strip()
+        total += amount
+        if key in entries:
+            repeats.append(Unmatched(key, BANK_ERROR, round(amount, 2), row["date"]))
+        else:
+            entries[key] = (row["date"], round(amount, 2))
+    return entries, repeats, total
 
 
 def reconcile(bank_csv: bytes, books_csv: bytes) -> tuple[list[Unmatched], int, float]:
-    """(unmatched entries sorted by id, matched count, net difference bank − books)."""
-    bank, books = _entries(bank_csv), _entries(books_csv)
-    unmatched, matched = [], 0
+    """(unmatched entries sorted by id, matched count, net difference bank − books). A
+    statement line for an id already on the statement is the bank's error (``bank_error``,
+    as the user says when asked); every line counts in the net difference."""
+    bank, repeats, bank_total = _entries(bank_csv)
+    books, _repeats, books_total = _entries(books_csv)
+    unmatched: list[Unmatched] = list(repeats)
+    matched = 0
     for key in sorted(set(bank) | set(books)):
         if key not in books:
             unmatched.append(Unmatched(key, "bank", bank[key][1], bank[key][0]))
@@ -563,11 +595,39 @@ def reconcile(bank_csv: bytes, books_csv: bytes) -> tuple[list[Unmatched], int, 
             unmatched.append(Unmatched(key, "mismatch", diff, books[key][0]))
         else:
             matched += 1
-    net = round(sum(a for _d, a in bank.values()) - sum(a for _d, a in books.values()), 2)
-    return unmatched, matched, net
+    unmatched.sort(key=lambda u: u.id)
+    return unmatched, matched, round(bank_total - books_total, 2)
 
 
-def _instruction(split_columns: bool) -> str:
+def _user(params: FamilyParams) -> UserState:
+    signals = [
+        Signal(
+            trigger="agent asks about the sign of amounts",
+            reveals="money leaving the account is negative in both files",
+        )
+    ]
+    if REPEATED[params.difficulty]:
+        signals.append(
+            Signal(
+                # a question about it shares two of these words: "TX1234 appears twice on
+                # the statement, a duplicate posting?", "one id on two lines of bank.csv"
+                trigger="agent asks about a trade id posted twice: a duplicate, duplicated or "
+                "repeated posting, line or entry",
+                reveals=f"only the first statement line of a trade counts; a later line for "
+                f"that trade is a bank error: list it in Unmatched with source `{BANK_ERROR}` "
+                "and its amount (it is not bank-only), and keep the trade itself matched",
+            )
+        )
+    return UserState(
+        persona="Fund accountant who closes the cash account at each period end.",
+        role="accountant",
+        latent_goals=["Every difference must be explainable to the auditors line by line."],
+        knowledge_boundary=["does not know why the bank posts fees without references"],
+        signal_plan=signals,
+    )
+
+
+def _instruction(split_columns: bool, ask: bool = False) -> str:
     amounts = (
         "The statement has separate `debit` (money out) and `credit` (money in) columns "
         "written with thousands separators; the books have one signed `amount`."
@@ -592,8 +652,12 @@ Create:
    and `net_difference`: the sum of all statement amounts minus the sum of all book
    amounts, rounded to cents.
 
-Do not modify `{BANK}` or `{BOOKS}`.
+Do not modify `{BANK}` or `{BOOKS}`.{_ASK if ask else ""}
 """
+
+
+_ASK = """ The statement is the bank's record, not ours: if it holds lines these rules
+do not settle, ask me how to list them before you finish."""
 
 
 def _readme(period: str) -> str:

@@ -61,3 +61,37 @@ def test_reference_passes_and_wrong_triage_fails(
     if turns > 1:
         stale = run_reference(built, tmp_path / "stale", upto=0)
         assert reward(FAMILY, built, params, stale, tmp_path / "stale") < 0.99
+
+
+def test_hard_contacts_contradict_themselves_and_asking_settles_it() -> None:
+    """Hard: contacts.csv lists a gold customer with a waiting thread a second time, in an
+    older row last in the file with the other tier; the row updated last is current (the
+    user's answer, when asked); reading the last row changes a priority; no answer or turn
+    message gives the trap away."""
+    from coworkgym.families.base import parse_csv
+    from coworkgym.rollout.user import matches
+
+    for seed in range(4):
+        draft = FAMILY.draft(FamilyParams(seed=seed, difficulty="hard", turns=3))
+        rows = parse_csv(draft.workspace[CONTACTS])
+        domains = [r["domain"] for r in rows]
+        [twice] = [d for d in set(domains) if domains.count(d) == 2]
+        assert rows[-1]["domain"] == twice and rows[-1]["updated"] < "2026"
+        lines = draft.workspace[CONTACTS].splitlines(keepends=True)
+        without_old = b"".join(lines[:-1])
+        current = next(n for n, line in enumerate(lines) if line.startswith(twice.encode()))
+        misread = b"".join(lines[:current] + lines[current + 1 :])  # the last row kept
+        right = triage(draft.workspace[INBOX], draft.workspace[CONTACTS])
+        assert right == triage(draft.workspace[INBOX], without_old)
+        assert right != triage(draft.workspace[INBOX], misread)
+        assert any(t.tier == "gold" and t.reply_needed and t.reply_to.endswith(twice)
+                   for t in right.values())  # fmt: skip
+        assert "ask\nme which to trust" in draft.instruction
+        asked = f"{twice} is in contacts.csv twice, in two rows with different tiers: which?"
+        [answer] = [s.reveals for s in draft.user.signal_plan if matches(asked, s.trigger)]
+        assert "latest `updated`" in answer
+        spoken = [s.reveals for s in draft.user.signal_plan]
+        spoken += [t.patch.message for t in draft.turns]
+        assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
+    easy = FAMILY.draft(FamilyParams(seed=0, difficulty="easy", turns=3))
+    assert b"updated" not in easy.workspace[CONTACTS] and len(easy.user.signal_plan) == 1

@@ -105,3 +105,45 @@ def test_reference_passes_and_shortcuts_fail(tmp_path: Path, turns: int, difficu
     if turns > 1:
         stale = run_reference(built, tmp_path / "stale", upto=0)
         assert reward(FAMILY, built, params, stale, tmp_path / "stale") < 0.99
+
+
+def test_hard_statement_posts_a_trade_twice_and_asking_settles_it(tmp_path: Path) -> None:
+    """Hard: a year of trades; the statement carries one trade a second time (the rules do
+    not settle it; the instruction says to ask); the user, asked about it, names the
+    source `bank_error`; the next statement does it again to another trade; no answer or
+    turn message gives the trap away; a workbook that leaves the repeat out fails."""
+    from openpyxl import load_workbook
+
+    from coworkgym.rollout.user import matches
+
+    params = FamilyParams(seed=4, difficulty="hard", turns=3)
+    draft = FAMILY.draft(params)
+    assert len(parse_csv(draft.workspace[BANK])) > 140  # too many to reconcile by eye
+    unmatched = reconcile(draft.workspace[BANK], draft.workspace[BOOKS])[0]
+    [error] = [u for u in unmatched if u.source == "bank_error"]
+    assert [r["id"] for r in parse_csv(draft.workspace[BANK])].count(error.id) == 2
+    assert "ask me" in draft.instruction
+    asked = f"{error.id} appears twice on the statement: is that a duplicate posting?"
+    [answer] = [s.reveals for s in draft.user.signal_plan if matches(asked, s.trigger)]
+    assert "`bank_error`" in answer
+    off_topic = "Which sign do amounts leaving the account have?"
+    assert all("bank_error" not in s.reveals for s in draft.user.signal_plan
+               if matches(off_topic, s.trigger))  # fmt: skip
+    spoken = [s.reveals for s in draft.user.signal_plan] + [t.patch.message for t in draft.turns]
+    assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
+    statement = next(t for t in draft.turns if t.patch.kind == "input_replaced").files[BANK]
+    later = reconcile(statement, draft.workspace[BOOKS])[0]
+    assert len([u for u in later if u.source == "bank_error"]) == 2
+    easy = FAMILY.draft(FamilyParams(seed=4, difficulty="easy", turns=3))
+    assert len(easy.user.signal_plan) == 1 and "ask me" not in easy.instruction
+
+    built = built_of(FAMILY, params)
+    workspace = run_reference(built, tmp_path / "ref")
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") == 1.0
+    book = load_workbook(workspace / XLSX)
+    sheet = book["Unmatched"]
+    for row in range(sheet.max_row, 1, -1):
+        if sheet.cell(row, 2).value == "bank_error":
+            sheet.delete_rows(row)
+    book.save(workspace / XLSX)
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") < 0.99
