@@ -328,16 +328,39 @@ def filter_command(
         list[str] | None,
         typer.Option(help=f"a rule not to apply (repeatable): {', '.join(RULE_ORDER)}"),
     ] = None,
+    packages: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--packages",
+            help="the packages rolled out (folders, folders of them, manifest.jsonl, s3://; "
+            "repeatable): turns, private user state and verifier weights are checked against "
+            "them, by digest",
+        ),
+    ] = None,
+    workspaces: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--workspaces",
+            exists=True,
+            file_okay=False,
+            help="a folder of stored final workspaces, <trajectory id>/ each (repeatable): "
+            "their digests and sizes are recomputed",
+        ),
+    ] = None,
     skip_unreadable: Annotated[
-        bool, typer.Option(help="count unreadable lines in the funnel instead of failing")
-    ] = False,
+        bool,
+        typer.Option(
+            "--skip-unreadable/--strict",
+            help="count and log unreadable lines (the default), or stop at the first one",
+        ),
+    ] = True,
     workers: Annotated[int, typer.Option(min=1, help="processes that parse and judge")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the funnel as JSON")] = False,
 ) -> None:
     """Keep trajectories fit for training; print the funnel (raw → after each rule)."""
     from pydantic import ValidationError
 
-    from .rollout.filters import FilterSettings, filter_files, funnel_table
+    from .rollout.filters import FilterContext, FilterSettings, filter_files, funnel_table
     from .rollout.reading import TrajectoryReadError
 
     try:
@@ -355,13 +378,19 @@ def filter_command(
     except (ValueError, ValidationError) as exc:
         console.print(f"[red]invalid filter settings:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    try:
+        context = FilterContext.load(packages or [], workspaces or [])
+    except (ValueError, PackageError, OSError) as exc:
+        console.print(f"[red]cannot read the packages:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
     log = dropped.open("w", encoding="utf-8") if dropped else None
     try:
         funnel = filter_files(
             inputs,
             out_path,
             settings,
-            skip_unreadable=skip_unreadable,
+            context,
+            strict=not skip_unreadable,
             on_drop=None if log is None else _drop_logger(log),
             workers=workers,
         )
@@ -381,6 +410,13 @@ def filter_command(
         out.print(funnel_table(funnel))
         took = f"{funnel.elapsed_s:.1f} s"
         out.print(f"kept {funnel.kept:,} of {funnel.raw:,} → {out_path}  ({took})")
+    unreadable = next((s for s in funnel.stages if s.rule == "readable"), None)
+    if unreadable is not None:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in unreadable.reasons.items())
+        console.print(
+            f"[yellow]{unreadable.dropped:,} unreadable line(s) skipped[/] ({kinds}); "
+            "--strict stops at the first"
+        )
 
 
 def _drop_logger(handle: TextIO) -> Callable[[str, str, Verdict], None]:

@@ -52,14 +52,16 @@ class Source:
     uri: str
 
 
-def find_packages(inputs: Sequence[str]) -> list[Source]:
+def find_packages(inputs: Sequence[str], *, rollable_only: bool = True) -> list[Source]:
     """Package folders, folders of packages, or manifest.jsonl files (``location`` of each
-    record: a folder or an s3:// prefix). The same package named twice is kept once."""
+    record: a folder or an s3:// prefix). The same package named twice is kept once. A
+    package the engine cannot roll out is refused with the reason, unless not
+    ``rollable_only`` (the filter reads packages, it does not run them)."""
     sources: dict[str, Source] = {}
     for item in inputs:
         for uri in _locations(item):
             pkg = load_package(uri)
-            why = unsupported(pkg)
+            why = unsupported(pkg) if rollable_only else None
             if why:
                 raise ValueError(f"{uri}: {why}")
             sources.setdefault(pkg.digest(), Source(pkg, uri))

@@ -379,17 +379,19 @@ def verify(payload: dict[str, Any]) -> dict[str, Any]:
 def collect(payload: dict[str, Any]) -> dict[str, Any]:
     from ..release import make_s3_client, split_s3_uri
     from .batch import S3Store
-    from .filters import FilterSettings, filter_trajectories
+    from .filters import FilterContext, FilterSettings, filter_trajectories
     from .trajectory import Trajectory, VerificationRecord, dump_line
 
     rollouts = _dir("COWORKGYM_ROLLOUTS_DIR", "/rollouts")
     trajectories = []
+    stored: dict[str, Path] = {}  # trajectory id -> the final workspace the episode left
     for rid in payload.get("ids", []):
         folder = rollouts / rid
         path = folder / "episode" / "trajectory.json"
         if not path.is_file():
             continue  # its pod died before a record: the batch's status says why
         trajectory = Trajectory.model_validate_json(path.read_text())
+        stored[trajectory.id] = folder / "episode" / "workspace"
         verdict = folder / "verified" / "verification.json"
         if verdict.is_file():
             found = VerificationRecord.model_validate_json(verdict.read_text())
@@ -403,7 +405,8 @@ def collect(payload: dict[str, Any]) -> dict[str, Any]:
             trajectory = trajectory.model_copy(update={"verification": lost})
         trajectories.append(trajectory)
     settings = FilterSettings.model_validate(payload.get("filter") or {})
-    kept, report = filter_trajectories(trajectories, settings)
+    # the filter recomputes each final workspace's digests where the episode stored it
+    kept, report = filter_trajectories(trajectories, settings, FilterContext(workspace_of=stored))
     uri = str(payload["outputUri"]).rstrip("/")
     client = make_s3_client()
     store = S3Store(uri, client)

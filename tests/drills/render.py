@@ -28,6 +28,7 @@ DRILLS = {
     "hostile-packages-s3": "17.4",
     "hostile-agents": "17.5",
     "hostile-workspaces": "24.1",
+    "faulty-trajectories": "24.2",
 }
 
 HEADER = """\
@@ -76,6 +77,15 @@ NOT_YET = """\
   verification record. A package's own `custom_script` that crashes on a broken
   workspace is still invalid (the script's contract); device nodes are made by the test
   as root, since an unprivileged agent cannot make one.
+- The filter corpus (24.2) edits real and fixture records one fault at a time. The
+  filter's own scan of user messages looks for runs of six words of the private state
+  (four for a shorter item) that the package's instruction and turn messages do not
+  contain: a private goal an LLM user paraphrases passes it (the simulator's own
+  near-verbatim check, recorded as a fault, is what sees that). Once one of a package's
+  gate components falls short, the reward is checked to be at most what the components
+  give, not recomputed. A NaN reward that `dump_line` writes becomes `null`, which the
+  reader refuses as a schema error: it is counted as an unreadable line, not as
+  `reward_not_finite`.
 - Free-text instructions that are merely persuasive (prompt injection aimed at an LLM
   Builder) are data, not refused: role isolation (the Builder never sees the verifier; the
   acting agent sees neither) is what protects there.
@@ -91,6 +101,7 @@ TESTS = {
     "hostile-packages-s3": "tests/testbed/test_drill_hostile_packages_s3.py",
     "hostile-agents": "tests/integration/test_drill_hostile_agents.py",
     "hostile-workspaces": "tests/integration/test_drill_hostile_workspaces.py",
+    "faulty-trajectories": "tests/unit/test_filter_consistency.py",
 }
 
 

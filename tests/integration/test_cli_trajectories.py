@@ -27,8 +27,17 @@ def wide_output(monkeypatch: pytest.MonkeyPatch) -> None:
 def rollouts(tmp_path: Path) -> Path:
     folder = tmp_path / "rollouts"
     (folder / "batch-1").mkdir(parents=True)
-    good = [make.solved(sample=0), make.solved(sample=1), make.failed(0.0)]
-    bad = [make.ended("max_steps"), make.with_simulator_fault(), make.claims_missing_file()]
+    records = make.numbered(  # six rollouts of their own: each its own id and start
+        [
+            make.solved(sample=0),
+            make.solved(sample=1),
+            make.failed(0.0),
+            make.ended("max_steps"),
+            make.with_simulator_fault(),
+            make.claims_missing_file(),
+        ]
+    )
+    good, bad = records[:3], records[3:]
     (folder / "batch-1" / "a.jsonl").write_text("".join(dump_line(t) for t in good[:2] + bad))
     (folder / "b.jsonl").write_text(dump_line(good[2]))
     return folder
@@ -80,6 +89,7 @@ def test_filter_flags_override_a_settings_file(rollouts: Path, tmp_path: Path) -
         "dropUnrecoveredToolErrors": False,
         "minReward": 1.0,
         "parseClaimsFromMessage": True,
+        "maxFileBytes": 2 * 1024**3,
         "skipRules": ["claim_evidence"],
     }
     # kept: two solved, the truncated one (reward 1) and the one claiming a missing file
@@ -93,17 +103,18 @@ def test_filter_rejects_an_unknown_rule_by_name(rollouts: Path, tmp_path: Path) 
     assert "vibes" in output
 
 
-def test_filter_names_the_file_and_line_of_a_bad_record(rollouts: Path, tmp_path: Path) -> None:
+def test_filter_counts_a_bad_record_or_names_its_line_when_strict(
+    rollouts: Path, tmp_path: Path
+) -> None:
     with (rollouts / "b.jsonl").open("a") as handle:
         handle.write('{"schema_version": "cowork-gym.trajectory/v1", "key": 3}\n')
     code, output = run("filter", str(rollouts), "--out", str(tmp_path / "k.jsonl"))
-    assert code == 2
-    assert "b.jsonl:2" in output.replace("\n", "")
-    code, output = run(
-        "filter", str(rollouts), "--out", str(tmp_path / "k.jsonl"), "--skip-unreadable"
-    )
     assert code == 0, output
     assert "schema_error 1" in output
+    assert "1 unreadable line(s) skipped" in output
+    code, output = run("filter", str(rollouts), "--out", str(tmp_path / "k.jsonl"), "--strict")
+    assert code == 2
+    assert "b.jsonl:2" in output.replace("\n", "")
 
 
 def test_export_atif_and_hf_and_load_them_back(rollouts: Path, tmp_path: Path) -> None:

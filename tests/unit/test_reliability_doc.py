@@ -44,6 +44,15 @@ def test_the_workspace_drill_counted_todays_vectors_and_none_was_invalid() -> No
     assert figures["invalid"] == figures["wrong_reward"] == 0
 
 
+def test_the_filter_corpus_counted_todays_cases_and_dropped_no_clean_record() -> None:
+    from tests.unit.test_filter_consistency import REAL_ROLLOUTS, clean_fixtures, faults
+
+    figures = load(COMMITTED / "faulty-trajectories.json").figures
+    assert figures["faulty"] == len(faults("a goal"))
+    assert figures["clean"] == len(REAL_ROLLOUTS) + len(clean_fixtures())
+    assert figures["caught"] == figures["faulty"] and figures["clean_dropped"] == 0
+
+
 def test_the_llm_endpoint_drill_counted_todays_cases_and_never_scored_a_failure() -> None:
     from tests.integration.test_drill_llm_endpoint import ROLLOUT_CASES, STAGE_CASES
 

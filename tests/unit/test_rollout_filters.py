@@ -1,5 +1,7 @@
 """Each filter rule keeps a good trajectory and drops its bad case with the right reason;
-the funnel adds up; the settings read camelCase; files stream with errors naming the line."""
+the funnel adds up; the settings read camelCase; files stream, unreadable lines counted
+(or, with strict, an error naming the line). The consistency rules have their own tests and
+labelled corpus: test_filter_consistency.py."""
 
 from __future__ import annotations
 
@@ -9,13 +11,21 @@ from pathlib import Path
 import pytest
 
 from coworkgym.rollout.filters import (
+    RULE_ORDER,
+    AgentEcho,
     ClaimEvidence,
     FilterPipeline,
     FilterSettings,
+    FinalWorkspace,
     FunnelReport,
     InfrastructureFaults,
+    Note,
+    PrivateState,
     RecordIntegrity,
+    RewardConsistency,
     SimulatorFaults,
+    TurnConsistency,
+    VerdictConsistency,
     VerifiedOutcome,
     claims_in_text,
     filter_files,
@@ -28,15 +38,22 @@ from tests.fixtures import trajectories as make
 
 
 def reason(rule: object, trajectory: Trajectory) -> str | None:
+    """The rule's drop reason; None when it keeps the trajectory (with a note or not)."""
     drop = rule.check(trajectory)  # type: ignore[attr-defined]
-    return None if drop is None else str(drop.reason)
+    return None if drop is None or isinstance(drop, Note) else str(drop.reason)
 
 
 ALL_RULES = [
     InfrastructureFaults(),
     SimulatorFaults(),
+    PrivateState(),
     RecordIntegrity(drop_unrecovered_tool_errors=True),
+    TurnConsistency(),
+    AgentEcho(),
     VerifiedOutcome(min_reward=1.0),
+    VerdictConsistency(),
+    RewardConsistency(),
+    FinalWorkspace(),
     ClaimEvidence(),
 ]
 
@@ -161,34 +178,31 @@ def test_claims_in_text(text: str, claims: list[str]) -> None:
 
 # ---- the funnel -------------------------------------------------------------------------
 def batch() -> list[Trajectory]:
-    return [
-        make.solved(sample=0),
-        make.solved(sample=1),
-        make.failed(0.0),
-        make.with_recovered_tool_error(),
-        make.ended("infrastructure_error"),
-        make.ended("model_error"),
-        make.with_simulator_fault("contradicts_patch"),
-        make.ended("max_steps"),
-        make.with_unanswered_call(),
-        make.verifier_crashed(),
-        make.unverified(),
-        make.claims_missing_file(),
-        make.claims_unchanged_input(),
-    ]
+    """Thirteen rollouts of their own (numbered: each its own id and start)."""
+    return make.numbered(
+        [
+            make.solved(sample=0),
+            make.solved(sample=1),
+            make.failed(0.0),
+            make.with_recovered_tool_error(),
+            make.ended("infrastructure_error"),
+            make.ended("model_error"),
+            make.with_simulator_fault("contradicts_patch"),
+            make.ended("max_steps"),
+            make.with_unanswered_call(),
+            make.verifier_crashed(),
+            make.unverified(),
+            make.claims_missing_file(),
+            make.claims_unchanged_input(),
+        ]
+    )
 
 
 def test_funnel_counts_add_up_stage_by_stage() -> None:
     kept, report = filter_trajectories(batch())
     assert report.raw == 13
     assert report.kept == len(kept) == 4
-    assert [s.rule for s in report.stages] == [
-        "infrastructure_faults",
-        "simulator_faults",
-        "record_integrity",
-        "verified_outcome",
-        "claim_evidence",
-    ]
+    assert [s.rule for s in report.stages] == list(RULE_ORDER)
     entered = report.raw
     for stage in report.stages:
         assert stage.entered == entered
@@ -207,24 +221,26 @@ def test_funnel_counts_add_up_stage_by_stage() -> None:
         "claimed_missing": 1,
         "claimed_unchanged": 1,
     }
-    examples = report.stages[0].examples["termination:infrastructure_error"]
+    stages = {s.rule: s for s in report.stages}
+    examples = stages["infrastructure_faults"].examples["termination:infrastructure_error"]
     assert examples and examples[0].startswith(batch()[4].id)
 
 
 def test_a_minimum_reward_adds_to_the_outcome_stage() -> None:
     _, report = filter_trajectories(batch(), FilterSettings(min_reward=1.0))
     assert report.kept == 3
-    assert report.stages[3].reasons["below_min_reward"] == 1
+    (outcome,) = [s for s in report.stages if s.rule == "verified_outcome"]
+    assert outcome.reasons["below_min_reward"] == 1
 
 
 def test_skipped_rules_pass_everything() -> None:
     settings = FilterSettings(skip_rules=["claim_evidence", "verified_outcome"])
     _, report = filter_trajectories(batch(), settings)
     assert [s.rule for s in report.stages] == [
-        "infrastructure_faults",
-        "simulator_faults",
-        "record_integrity",
+        r for r in RULE_ORDER if r not in ("claim_evidence", "verified_outcome")
     ]
+    # the crashed verifier's invalid verdict (with its reason) and the unverified record
+    # are consistent: no later rule drops them
     assert report.kept == 8
 
 
@@ -284,8 +300,8 @@ def test_filter_files_streams_a_folder_and_writes_kept_lines_unchanged(tmp_path:
 def test_workers_give_the_same_output_and_funnel(tmp_path: Path) -> None:
     trajectories = make.numbered(batch() * 90)  # several chunks of work
     source = write(tmp_path / "in.jsonl", trajectories, extra="{bad\n")
-    one = filter_files([source], tmp_path / "one.jsonl", skip_unreadable=True)
-    two = filter_files([source], tmp_path / "two.jsonl", skip_unreadable=True, workers=2)
+    one = filter_files([source], tmp_path / "one.jsonl")
+    two = filter_files([source], tmp_path / "two.jsonl", workers=2)
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
     assert one.model_dump(exclude={"elapsed_s"}) == two.model_dump(exclude={"elapsed_s"})
     assert one.raw == len(trajectories) + 1
@@ -294,7 +310,7 @@ def test_workers_give_the_same_output_and_funnel(tmp_path: Path) -> None:
 def test_a_bad_line_names_file_and_line_with_workers_too(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", [make.solved()], extra="{not json\n")
     with pytest.raises(TrajectoryReadError, match=r"t\.jsonl:2: not JSON"):
-        filter_files([path], tmp_path / "k.jsonl", workers=2)
+        filter_files([path], tmp_path / "k.jsonl", strict=True, workers=2)
 
 
 def test_a_bad_line_names_file_and_line(tmp_path: Path) -> None:
@@ -321,9 +337,9 @@ def test_a_schema_error_names_the_field(tmp_path: Path) -> None:
         list(iter_records([path]))
 
 
-def test_unreadable_lines_can_be_counted_instead(tmp_path: Path) -> None:
+def test_unreadable_lines_are_counted_not_fatal_by_default(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", [make.solved()], extra="{not json\n[]\n")
-    report = filter_files([path], tmp_path / "kept.jsonl", skip_unreadable=True)
+    report = filter_files([path], tmp_path / "kept.jsonl")
     assert report.raw == 3
     assert report.kept == 1
     readable = report.stages[0]

@@ -2,8 +2,10 @@
 
 Each trajectory meets the rules in order and is charged to the first one that drops it,
 so the stages add up: ``entered - dropped = kept`` and one stage's ``kept`` is the next
-one's ``entered``. The funnel is a pydantic model because it is also what a RolloutBatch
-reports in its status.
+one's ``entered``. A rule that kept a trajectory without checking all it could (no package,
+no stored workspace) leaves a note, counted per stage. Lines that do not parse are counted
+in a ``readable`` stage and logged; ``strict`` makes the first one fatal instead. The
+funnel is a pydantic model because it is also what a RolloutBatch reports in its status.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import Field
 from rich.table import Table
 
@@ -31,8 +34,13 @@ from ..reading import (
     parse_record,
 )
 from ..trajectory import Trajectory
-from .rules import Drop, Rule, build_rules
+from .base import Drop, Note, Rule
+from .consistency import UniqueRecords, content_digest
+from .context import FilterContext
+from .rules import build_rules
 from .settings import CamelModel, FilterSettings
+
+log = structlog.get_logger(__name__)
 
 FUNNEL_SCHEMA = "cowork-gym.funnel/v1"
 EXAMPLES_PER_REASON = 3
@@ -51,6 +59,11 @@ class FunnelStage(CamelModel):
     examples: dict[str, list[str]] = Field(
         default_factory=dict,
         description=f"drop reason → up to {EXAMPLES_PER_REASON} 'trajectory id: detail' lines",
+    )
+    notes: dict[str, int] = Field(
+        default_factory=dict,
+        description="checks the rule could not make (no_package, no_stored_workspace) → "
+        "trajectories it kept without them",
     )
 
 
@@ -82,6 +95,14 @@ class Verdict:
     drop: Drop
 
 
+@dataclass(frozen=True)
+class Examined:
+    """The rules' verdict on one trajectory, and the notes of the rules it passed."""
+
+    verdict: Verdict | None = None
+    notes: tuple[tuple[str, str], ...] = ()  # (rule, note code)
+
+
 # Hears about each dropped trajectory: (file:line, trajectory id, verdict).
 DropHook = Callable[[str, str, Verdict], None]
 
@@ -93,6 +114,7 @@ class _Tally:
     dropped: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    notes: Counter[str] = field(default_factory=Counter)
 
     def drop(self, reason: str, example: str) -> None:
         self.dropped += 1
@@ -109,13 +131,10 @@ class Outcome:
 
     where: str
     trajectory_id: str | None = None
-    verdict: Verdict | None = None
+    examined: Examined = Examined()
+    digest: str = ""  # of the content, for de-duplication ("" when that rule is skipped)
     unreadable_kind: UnreadableKind | None = None
     unreadable_message: str = ""
-
-    @property
-    def kept(self) -> bool:
-        return self.unreadable_kind is None and self.verdict is None
 
     def read_error(self) -> TrajectoryReadError:
         assert self.unreadable_kind is not None
@@ -123,22 +142,41 @@ class Outcome:
 
 
 class FilterPipeline:
-    """Applies the rules one trajectory at a time and keeps the funnel's counts."""
+    """Applies the rules one trajectory at a time and keeps the funnel's counts (and, for
+    de-duplication, the ids and content digests seen so far)."""
 
-    def __init__(self, settings: FilterSettings | None = None) -> None:
+    def __init__(
+        self, settings: FilterSettings | None = None, context: FilterContext | None = None
+    ) -> None:
         self.settings = settings or FilterSettings()
-        self.rules: list[Rule] = build_rules(self.settings)
+        self.context = context or FilterContext()
+        self.rules: list[Rule] = build_rules(self.settings, self.context)
+        self.unique = UniqueRecords() if self.settings.applies("unique_records") else None
         self._readable = _Tally("parse and validate against the trajectory schema")
-        self._tallies = {rule.name: _Tally(rule.concern) for rule in self.rules}
+        stages = [(rule.name, rule.concern) for rule in self.rules]
+        if self.unique is not None:
+            stages.insert(0, (self.unique.name, self.unique.concern))
+        self._tallies: dict[str, _Tally] = {name: _Tally(concern) for name, concern in stages}
         self._kept = 0
+
+    def examine(self, trajectory: Trajectory) -> Examined:
+        """The first rule that drops the trajectory (None: every rule keeps it) and the
+        notes of the rules before it. Counts nothing; de-duplication is ``count``'s."""
+        notes: list[tuple[str, str]] = []
+        for rule in self.rules:
+            result = rule.check(trajectory)
+            if isinstance(result, Note):
+                notes.append((rule.name, result.code))
+            elif result is not None:
+                return Examined(Verdict(rule.name, result), tuple(notes))
+        return Examined(None, tuple(notes))
 
     def judge(self, trajectory: Trajectory) -> Verdict | None:
         """The first rule that drops the trajectory, or None to keep it. Counts nothing."""
-        for rule in self.rules:
-            drop = rule.check(trajectory)
-            if drop is not None:
-                return Verdict(rule.name, drop)
-        return None
+        return self.examine(trajectory).verdict
+
+    def digest(self, trajectory: Trajectory, line: str | None = None) -> str:
+        return content_digest(trajectory, line) if self.unique is not None else ""
 
     def judge_line(self, where: str, line: str) -> Outcome:
         """Parse and judge one stored line. Counts nothing."""
@@ -146,27 +184,41 @@ class FilterPipeline:
             trajectory = parse_record(line, where)
         except TrajectoryReadError as error:
             return Outcome(where, unreadable_kind=error.kind, unreadable_message=error.message)
-        return Outcome(where, trajectory.id, self.judge(trajectory))
+        examined = self.examine(trajectory)
+        return Outcome(where, trajectory.id, examined, self.digest(trajectory, line))
 
-    def count(self, trajectory_id: str, verdict: Verdict | None) -> None:
-        """Count one verdict: every rule up to the one that dropped it saw the trajectory."""
+    def count(self, trajectory_id: str, examined: Examined, digest: str = "") -> Verdict | None:
+        """Count one trajectory, in input order: a copy of one counted before is charged to
+        ``unique_records``; otherwise every rule up to the one that dropped it saw it.
+        Returns the verdict that counted."""
+        verdict, notes = examined.verdict, examined.notes
+        if self.unique is not None:
+            copy = self.unique.see(trajectory_id, digest)
+            if copy is not None:
+                verdict, notes = Verdict(self.unique.name, copy), ()
         self._readable.entered += 1
         for name, tally in self._tallies.items():
             tally.entered += 1
             if verdict is not None and verdict.rule == name:
                 tally.drop(verdict.drop.reason, f"{trajectory_id}: {verdict.drop.detail}")
-                return
-        self._kept += 1
+                break
+        else:
+            self._kept += 1
+        for rule, code in notes:
+            self._tallies[rule].notes[code] += 1
+        return verdict
 
     def admit(self, trajectory: Trajectory) -> Verdict | None:
         """Judge the trajectory and count the verdict in the funnel."""
-        verdict = self.judge(trajectory)
-        self.count(trajectory.id, verdict)
-        return verdict
+        return self.count(trajectory.id, self.examine(trajectory), self.digest(trajectory))
 
     def unreadable(self, error: TrajectoryReadError) -> None:
         self._readable.entered += 1
         self._readable.drop(error.kind, str(error))
+
+    @property
+    def unreadable_lines(self) -> int:
+        return self._readable.dropped
 
     def run(self, records: Iterable[Record], on_drop: DropHook | None = None) -> Iterator[Record]:
         """The kept records, in order; ``on_drop`` hears about each dropped one."""
@@ -201,14 +253,17 @@ def _stage(name: str, tally: _Tally) -> FunnelStage:
         kept=tally.entered - tally.dropped,
         reasons=dict(tally.reasons.most_common()),
         examples=tally.examples,
+        notes=dict(tally.notes.most_common()),
     )
 
 
 def filter_trajectories(
-    trajectories: Iterable[Trajectory], settings: FilterSettings | None = None
+    trajectories: Iterable[Trajectory],
+    settings: FilterSettings | None = None,
+    context: FilterContext | None = None,
 ) -> tuple[list[Trajectory], FunnelReport]:
     """In memory: the kept trajectories and the funnel."""
-    pipeline = FilterPipeline(settings)
+    pipeline = FilterPipeline(settings, context)
     kept = [t for t in trajectories if pipeline.admit(t) is None]
     return kept, pipeline.report()
 
@@ -217,9 +272,9 @@ def filter_trajectories(
 _worker_pipeline: FilterPipeline | None = None
 
 
-def _start_worker(settings: FilterSettings) -> None:
+def _start_worker(settings: FilterSettings, context: FilterContext) -> None:
     global _worker_pipeline
-    _worker_pipeline = FilterPipeline(settings)
+    _worker_pipeline = FilterPipeline(settings, context)
 
 
 def _judge_chunk(chunk: list[tuple[str, str]]) -> list[Outcome]:
@@ -236,26 +291,33 @@ def filter_files(
     inputs: list[Path],
     out: Path,
     settings: FilterSettings | None = None,
-    skip_unreadable: bool = False,
+    context: FilterContext | None = None,
+    *,
+    strict: bool = False,
     on_drop: DropHook | None = None,
     workers: int = 1,
 ) -> FunnelReport:
     """Stream the inputs' trajectories through the pipeline, writing kept lines unchanged
-    (and in order) to ``out``. Unreadable lines raise, naming file and line, unless
-    ``skip_unreadable``, which counts them in a ``readable`` stage instead. ``workers > 1``
-    parses and judges in that many processes (validation is CPU-bound); the counting and
-    writing stay here, so the output is the same for any number of workers."""
+    (and in order) to ``out``. Unreadable lines are counted in a ``readable`` stage and
+    logged; with ``strict`` the first one raises instead, naming file and line.
+    ``workers > 1`` parses and judges in that many processes (validation is CPU-bound); the
+    counting, de-duplication and writing stay here, so the output is the same for any
+    number of workers."""
     started = time.perf_counter()
-    pipeline = FilterPipeline(settings)
+    pipeline = FilterPipeline(settings, context)
     files = input_files(inputs, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle, contextlib.ExitStack() as stack:
         chunks = _chunks(iter_lines(files))
         if workers > 1:
             # spawn, not fork: the parent may hold threads (rich, datasets) that fork would copy
-            context = multiprocessing.get_context("spawn")
+            spawn = multiprocessing.get_context("spawn")
             pool = stack.enter_context(
-                context.Pool(workers, initializer=_start_worker, initargs=(pipeline.settings,))
+                spawn.Pool(
+                    workers,
+                    initializer=_start_worker,
+                    initargs=(pipeline.settings, pipeline.context),
+                )
             )
             judged = _judged_in_pool(pool, chunks)
         else:
@@ -263,17 +325,26 @@ def filter_files(
         for chunk, outcomes in judged:
             for (_, line), outcome in zip(chunk, outcomes, strict=True):
                 if outcome.unreadable_kind is not None:
-                    if not skip_unreadable:
-                        raise outcome.read_error()
-                    pipeline.unreadable(outcome.read_error())
+                    error = outcome.read_error()
+                    if strict:
+                        raise error
+                    pipeline.unreadable(error)
+                    if pipeline.unreadable_lines <= EXAMPLES_PER_REASON:
+                        log.warning("unreadable trajectory line skipped", error=str(error))
                     continue
                 assert outcome.trajectory_id is not None
-                pipeline.count(outcome.trajectory_id, outcome.verdict)
-                if outcome.verdict is None:
+                verdict = pipeline.count(outcome.trajectory_id, outcome.examined, outcome.digest)
+                if verdict is None:
                     handle.write(line)
                 elif on_drop is not None:
-                    on_drop(outcome.where, outcome.trajectory_id, outcome.verdict)
-    return pipeline.report([str(p) for p in inputs], time.perf_counter() - started)
+                    on_drop(outcome.where, outcome.trajectory_id, verdict)
+    report = pipeline.report([str(p) for p in inputs], time.perf_counter() - started)
+    if pipeline.unreadable_lines:
+        readable = report.stages[0]
+        log.warning(
+            "unreadable trajectory lines skipped", lines=readable.dropped, reasons=readable.reasons
+        )
+    return report
 
 
 def _judged_in_pool(
@@ -300,10 +371,14 @@ def funnel_table(report: FunnelReport) -> Table:
         ("dropped", "right"),
         ("left", "right"),
         ("drop reasons", "left"),
+        ("not checked", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    table.add_row("raw", "records read", "", f"{report.raw:,}", "")
+    table.add_row("raw", "records read", "", f"{report.raw:,}", "", "")
     for stage in report.stages:
         reasons = ", ".join(f"{reason} {count:,}" for reason, count in stage.reasons.items())
-        table.add_row(stage.rule, stage.concern, f"{stage.dropped:,}", f"{stage.kept:,}", reasons)
+        notes = ", ".join(f"{note} {count:,}" for note, count in stage.notes.items())
+        table.add_row(
+            stage.rule, stage.concern, f"{stage.dropped:,}", f"{stage.kept:,}", reasons, notes
+        )
     return table

@@ -2,33 +2,32 @@
 
 A rule returns ``None`` to keep a trajectory or a ``Drop``: a stable ``reason`` code (what
 the funnel counts, e.g. ``truncated:max_steps``) and a ``detail`` for a person (which
-message, which file). Rules never look at other trajectories, so the pipeline can stream
-and split the work freely.
+message, which file); or a ``Note`` when it kept the trajectory without checking all it
+could (see ``base``). Rules never look at other trajectories, so the pipeline can stream
+and split the work freely; the one exception, de-duplication (``consistency``), runs where
+the pipeline counts. The rules that check the record against itself, its package and the
+stored workspace are in ``consistency``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from ..trajectory import TerminationReason, Trajectory
+from .base import Drop, Note, Rule
 from .claims import baseline_digests, claimed_deliverables, matching_paths
+from .consistency import (
+    AgentEcho,
+    FinalWorkspace,
+    PrivateState,
+    RewardConsistency,
+    TurnConsistency,
+    VerdictConsistency,
+)
+from .context import FilterContext
 from .settings import RULE_ORDER, FilterSettings, RuleName
-
-
-@dataclass(frozen=True)
-class Drop:
-    reason: str
-    detail: str
-
-
-class Rule(Protocol):
-    name: ClassVar[RuleName]
-    concern: ClassVar[str]
-
-    def check(self, trajectory: Trajectory) -> Drop | None: ...
-
 
 # Terminations that mean nothing the policy did: the rollout says nothing about it.
 INFRASTRUCTURE_TERMINATIONS: frozenset[TerminationReason] = frozenset(
@@ -173,18 +172,39 @@ class ClaimEvidence:
         return None
 
 
-def build_rules(settings: FilterSettings) -> list[Rule]:
-    """The pipeline's rules for these settings, in ``RULE_ORDER``, skipped ones left out."""
+def build_rules(settings: FilterSettings, context: FilterContext | None = None) -> list[Rule]:
+    """The pipeline's per-trajectory rules for these settings, in ``RULE_ORDER``, skipped
+    ones left out (``unique_records`` is the pipeline's own: it remembers earlier ones)."""
+    context = context or FilterContext()
     made: dict[RuleName, Rule] = {
         "infrastructure_faults": InfrastructureFaults(),
         "simulator_faults": SimulatorFaults(),
+        "private_state": PrivateState(context),
         "record_integrity": RecordIntegrity(
             drop_truncated=settings.drop_truncated,
             drop_unrecovered_tool_errors=settings.drop_unrecovered_tool_errors,
         ),
+        "turn_consistency": TurnConsistency(context),
+        "agent_echo": AgentEcho(),
         "verified_outcome": VerifiedOutcome(min_reward=settings.min_reward),
+        "verdict_consistency": VerdictConsistency(context),
+        "reward_consistency": RewardConsistency(context),
+        "final_workspace": FinalWorkspace(settings.max_file_bytes, context),
         "claim_evidence": ClaimEvidence(
             parse_claims_from_message=settings.parse_claims_from_message
         ),
     }
-    return [made[name] for name in RULE_ORDER if settings.applies(name)]
+    return [made[name] for name in RULE_ORDER if name in made and settings.applies(name)]
+
+
+__all__ = [
+    "ClaimEvidence",
+    "Drop",
+    "InfrastructureFaults",
+    "Note",
+    "RecordIntegrity",
+    "Rule",
+    "SimulatorFaults",
+    "VerifiedOutcome",
+    "build_rules",
+]

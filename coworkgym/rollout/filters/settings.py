@@ -15,20 +15,38 @@ from pydantic.alias_generators import to_camel
 # rule that drops it, so the order decides which reason a funnel shows: root causes
 # (infrastructure, the simulated user) come before their symptoms (unpaired tool calls,
 # an invalid verification).
+# Duplicates go first: a later copy is charged to them whatever else is wrong with it.
 RuleName = Literal[
+    "unique_records",
     "infrastructure_faults",
     "simulator_faults",
+    "private_state",
     "record_integrity",
+    "turn_consistency",
+    "agent_echo",
     "verified_outcome",
+    "verdict_consistency",
+    "reward_consistency",
+    "final_workspace",
     "claim_evidence",
 ]
 RULE_ORDER: tuple[RuleName, ...] = (
+    "unique_records",
     "infrastructure_faults",
     "simulator_faults",
+    "private_state",
     "record_integrity",
+    "turn_consistency",
+    "agent_echo",
     "verified_outcome",
+    "verdict_consistency",
+    "reward_consistency",
+    "final_workspace",
     "claim_evidence",
 )
+# The rollout engine's default cap on one workspace file (RolloutLimits.workspace_disk_mb,
+# enforced as the agent's RLIMIT_FSIZE): a recorded file larger than this was not written.
+DEFAULT_MAX_FILE_BYTES = 2048 * 1024 * 1024
 
 
 class CamelModel(BaseModel):
@@ -42,7 +60,6 @@ class CamelModel(BaseModel):
 
 
 class FilterSettings(CamelModel):
-
     drop_truncated: bool = Field(
         True,
         description=(
@@ -69,6 +86,14 @@ class FilterSettings(CamelModel):
         description=(
             "when a trajectory records no claimed deliverables, read them from the agent's "
             "final message (file paths it says it saved, wrote or created)"
+        ),
+    )
+    max_file_bytes: int = Field(
+        DEFAULT_MAX_FILE_BYTES,
+        gt=0,
+        description=(
+            "the largest file a rollout can leave (the engine's per-file workspace limit, "
+            "2 GiB by default); a final-workspace entry above it is dropped as impossible"
         ),
     )
     skip_rules: list[RuleName] = Field(
