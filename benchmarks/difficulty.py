@@ -56,7 +56,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "coworkgym"]
-DEFAULT_FAMILIES = ("ledger_reconciliation", "formula_repair", "lead_cleanup")
+DEFAULT_FAMILIES = ("ledger_reconciliation", "inbox_triage", "calendar_scheduling")
 DEFAULT_LEVELS = ("hard:3", "easy:1")
 LONG_TRAJECTORY = 20  # the paper's cut: share of trajectories over 20 tool steps
 POLL_S = 0.2
@@ -511,8 +511,9 @@ def synthesize(
                 }  # fmt: skip
                 (specs / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     command = [*CLI, "synth", str(specs), "--out", str(envs), "--workers", "1", "--no-harbor-lint"]
-    log("$ " + " ".join(command))
-    subprocess.run(command, check=False)
+    log("$ " + " ".join(command) + f"  (output in {out / 'synth.log'})")
+    with (out / "synth.log").open("ab") as sink:
+        subprocess.run(command, check=False, stdout=sink, stderr=subprocess.STDOUT)
     missing = [n for n in names if not (envs / n).is_dir()]
     if missing:
         log(f"not released (left out): {', '.join(missing)}")
@@ -528,9 +529,12 @@ def rollout(packages: Sequence[Path], relay_url: str, args: argparse.Namespace) 
         "--token-budget", str(args.token_budget), "--samples", str(args.samples),
         "--workers", str(args.workers), "--no-logprobs", "--out", str(out),
     ]  # fmt: skip
-    log("$ " + " ".join(command))
+    # its output (rewards as rollouts finish) goes to a file: the player must not see how
+    # a package scored while playing the next one
+    log("$ " + " ".join(command) + f"  (output in {args.out / 'rollout.log'})")
     env = {**os.environ, "COWORKGYM_LLM_API_KEY": "relay"}
-    subprocess.run(command, check=False, env=env)
+    with (args.out / "rollout.log").open("ab") as sink:
+        subprocess.run(command, check=False, env=env, stdout=sink, stderr=subprocess.STDOUT)
     return Path(out / "trajectories.jsonl")
 
 

@@ -724,7 +724,7 @@ def _user(setting: Setting) -> UserState:
             Signal(
                 # "M2 is on two lines of requests.csv with different lengths: which one?"
                 trigger="agent asks about a meeting listed twice, on two lines or rows with "
-                "different lengths: duplicate, conflicting or contradicting requests",
+                "different lengths in minutes: duplicate, conflicting or contradicting requests",
                 reveals="when a meeting id has more than one line in requests.csv, the line "
                 "with the latest `updated` date is the request (book it where the first of "
                 "its lines stands); the older lines do not count",

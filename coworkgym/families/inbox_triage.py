@@ -675,7 +675,8 @@ def _user(hard: bool) -> UserState:
             Signal(
                 # "alderbank.example has two rows in contacts.csv with different tiers"
                 trigger="agent asks about a customer domain listed twice, in two rows with "
-                "different tiers: duplicate, conflicting or contradicting rows",
+                "different tiers (gold or standard): duplicate, conflicting or contradicting "
+                "rows or entries",
                 reveals="when a domain has more than one row in contacts.csv, the row with "
                 "the latest `updated` date is current; older rows are history",
             )

@@ -611,8 +611,8 @@ def _user(params: FamilyParams) -> UserState:
             Signal(
                 # a question about it shares two of these words: "TX1234 appears twice on
                 # the statement, a duplicate posting?", "one id on two lines of bank.csv"
-                trigger="agent asks about a trade id posted twice: a duplicate, duplicated or "
-                "repeated posting, line or entry",
+                trigger="agent asks about a trade or transaction id posted twice: a double, "
+                "duplicate, duplicated or repeated posting, line, entry or entries",
                 reveals=f"only the first statement line of a trade counts; a later line for "
                 f"that trade is a bank error: list it in Unmatched with source `{BANK_ERROR}` "
                 "and its amount (it is not bank-only), and keep the trade itself matched",
