@@ -244,7 +244,7 @@ def shell_command(args: ShellArgs, workdir: str) -> str:
     else:
         command = shlex.join(argv)
     if args.workdir and args.workdir not in (".", workdir):
-        command = f"cd -- {shlex.quote(args.workdir)} && {command}"
+        command = f"cd -- {shlex.quote(args.workdir)} || exit 1\n{command}"
     return command
 
 

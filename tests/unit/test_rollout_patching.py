@@ -311,6 +311,6 @@ def test_an_argument_vector_becomes_the_episode_s_bash_command() -> None:
 
     assert command(command=["ls", "-la", "my dir"]) == "ls -la 'my dir'"
     assert command(command=["bash", "-lc", "ls | head"]) == "ls | head"
-    assert command(command=["ls"], workdir="data") == "cd -- data && ls"
+    assert command(command=["ls"], workdir="data") == "cd -- data || exit 1\nls"
     episode, _ = send("shell", {"command": ["sleep", "1"], "timeout_ms": 5000})
     assert json.loads(episode.executed[0].arguments) == {"command": "sleep 1", "timeout_s": 5.0}
