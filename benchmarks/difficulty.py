@@ -20,6 +20,7 @@ and nothing else: no package, no verifier, no user state. Two commands serve the
                                                             # trajectory's last request
     python benchmarks/difficulty.py answer QUEUE SEQ --tool NAME --args JSON [--tool ...]
     python benchmarks/difficulty.py answer QUEUE SEQ --text TEXT
+    python benchmarks/difficulty.py show QUEUE SEQ [--full]  # a request again
 
 A trajectory is recognised by the assistant messages it carries: the relay gives every
 tool call it returns an id unique to its request (``call_<seq>_<i>``), so a later request
@@ -559,7 +560,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("next", "answer", "relay"):
+    if argv and argv[0] in ("next", "show", "answer", "relay"):
         return _player_command(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES))
@@ -592,6 +593,11 @@ def _player_command(argv: list[str]) -> int:
     nxt.add_argument("--wait", type=float, default=0.0, help="seconds to wait for one")
     nxt.add_argument("--full", action="store_true", help="every message, not only the new")
     nxt.add_argument("--max-chars", type=int, default=0, help="cut long messages (0: never)")
+    show = commands.add_parser("show", help="print request SEQ again")
+    show.add_argument("queue", type=Path)
+    show.add_argument("seq", type=int)
+    show.add_argument("--full", action="store_true", help="every message, not only the new")
+    show.add_argument("--max-chars", type=int, default=0, help="cut long messages (0: never)")
     answer = commands.add_parser("answer", help="answer request SEQ")
     answer.add_argument("queue", type=Path)
     answer.add_argument("seq", type=int)
@@ -608,6 +614,13 @@ def _player_command(argv: list[str]) -> int:
         text = next_request(args.queue, args.wait, full=args.full, max_chars=args.max_chars)
         print(text if text is not None else "no unanswered request")
         return 0 if text is not None else 3
+    if args.command == "show":
+        path = _request_path(args.queue, args.seq)
+        if not path.exists():
+            parser.error(f"no request {args.seq} in {args.queue}")
+        record = json.loads(path.read_text())
+        print(render_request(record, full=args.full, max_chars=args.max_chars))
+        return 0
     if args.command == "answer":
         if len(args.args) != len(args.tool):
             parser.error("give one --args per --tool")
