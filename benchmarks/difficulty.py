@@ -20,6 +20,7 @@ and nothing else: no package, no verifier, no user state. Two commands serve the
                                                             # trajectory's last request
     python benchmarks/difficulty.py answer QUEUE SEQ --tool NAME --args JSON [--tool ...]
     python benchmarks/difficulty.py answer QUEUE SEQ --text TEXT
+    python benchmarks/difficulty.py answer QUEUE SEQ --tool write_file --args @call.json
     python benchmarks/difficulty.py show QUEUE SEQ [--full]  # a request again
 
 A trajectory is recognised by the assistant messages it carries: the relay gives every
@@ -371,9 +372,11 @@ def write_answer(
     calls = []
     for name, raw in tools:
         try:
-            json.loads(raw)
+            parsed = json.loads(raw)
         except ValueError as exc:
             raise ValueError(f"--args for {name} is not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"--args for {name} must be a JSON object")
         calls.append({"type": "function", "function": {"name": name, "arguments": raw}})
     if not calls and not text:
         raise ValueError("give --text or at least one --tool")
@@ -604,7 +607,10 @@ def _player_command(argv: list[str]) -> int:
     answer.add_argument("--text", default="")
     answer.add_argument("--tool", action="append", default=[], help="a tool call's name")
     answer.add_argument(
-        "--args", action="append", default=[], help="its arguments (JSON), one per --tool"
+        "--args",
+        action="append",
+        default=[],
+        help="its arguments (a JSON object), one per --tool; @FILE reads them from FILE",
     )
     relay = commands.add_parser("relay", help="run the relay alone")
     relay.add_argument("queue", type=Path)
@@ -625,9 +631,10 @@ def _player_command(argv: list[str]) -> int:
         if len(args.args) != len(args.tool):
             parser.error("give one --args per --tool")
         try:
-            calls = list(zip(args.tool, args.args, strict=True))
+            raw = [Path(a[1:]).read_text() if a.startswith("@") else a for a in args.args]
+            calls = list(zip(args.tool, raw, strict=True))
             path = write_answer(args.queue, args.seq, text=args.text, tools=calls)
-        except ValueError as exc:
+        except (OSError, ValueError) as exc:
             parser.error(str(exc))
         print(f"answered: {path}")
         return 0
