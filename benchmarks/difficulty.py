@@ -93,8 +93,12 @@ class Relay:
         self.queue.mkdir(parents=True, exist_ok=True)
         self.answer_timeout_s = answer_timeout_s
         self._lock = threading.Lock()
-        self._seq = max((_seq_of(p) for p in queue.glob("*.request.json")), default=0)
-        self._trajectories = 0
+        queued = sorted(queue.glob("*.request.json"))
+        self._seq = max((_seq_of(p) for p in queued), default=0)
+        # a queue reused by a resumed run goes on numbering after its trajectories
+        self._trajectories = max(
+            (int(json.loads(p.read_text())["trajectory"][1:]) for p in queued), default=0
+        )
         self._by_body: dict[str, int] = {}  # digest of the messages → seq (client retries)
         self._by_answer: dict[str, str] = {}  # an answered message's key → trajectory
         self._last: dict[str, _Entry] = {}  # trajectory → its latest request
@@ -515,12 +519,14 @@ def synthesize(
                 }  # fmt: skip
                 (specs / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     command = [*CLI, "synth", str(specs), "--out", str(envs), "--workers", "1", "--no-harbor-lint"]
-    log("$ " + " ".join(command) + f"  (output in {out / 'synth.log'})")
+    log(f"synthesizing {len(names)} packages (command and output in {out / 'synth.log'})")
     with (out / "synth.log").open("ab") as sink:
+        sink.write(("$ " + " ".join(command) + "\n").encode())
+        sink.flush()
         subprocess.run(command, check=False, stdout=sink, stderr=subprocess.STDOUT)
     missing = [n for n in names if not (envs / n).is_dir()]
     if missing:
-        log(f"not released (left out): {', '.join(missing)}")
+        log(f"{len(missing)} not released (left out; see synth.log)")
     return [envs / n for n in names if (envs / n).is_dir()]
 
 
@@ -533,11 +539,13 @@ def rollout(packages: Sequence[Path], relay_url: str, args: argparse.Namespace) 
         "--token-budget", str(args.token_budget), "--samples", str(args.samples),
         "--workers", str(args.workers), "--no-logprobs", "--out", str(out),
     ]  # fmt: skip
-    # its output (rewards as rollouts finish) goes to a file: the player must not see how
-    # a package scored while playing the next one
-    log("$ " + " ".join(command) + f"  (output in {args.out / 'rollout.log'})")
+    # the command (package names) and its output (rewards as rollouts finish) go to a
+    # file: the player sees the requests only, not which package or how one scored
+    log(f"rolling out {len(packages)} packages (command and output in {args.out / 'rollout.log'})")
     env = {**os.environ, "COWORKGYM_LLM_API_KEY": "relay"}
     with (args.out / "rollout.log").open("ab") as sink:
+        sink.write(("$ " + " ".join(command) + "\n").encode())
+        sink.flush()
         subprocess.run(command, check=False, env=env, stdout=sink, stderr=subprocess.STDOUT)
     return Path(out / "trajectories.jsonl")
 
