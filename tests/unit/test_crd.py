@@ -23,7 +23,7 @@ Node = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def version() -> Node:
-    served: Node = crd.crd()["spec"]["versions"][0]
+    served: Node = crd.DEFINITION.crd()["spec"]["versions"][0]
     return served
 
 
@@ -49,9 +49,9 @@ def fields(node: Node, path: str) -> Iterator[tuple[str, Node]]:
 
 
 def test_the_files_on_disk_match_the_models() -> None:
-    assert crd.main(["--check"]) == 0, "run `make generate`"
-    copies = [t.read_text() for t in crd.TARGETS]
-    assert copies[0] == copies[1] == crd.render()
+    assert crd.DEFINITION.main(["--check"]) == 0, "run `make generate`"
+    copies = [t.read_text() for t in crd.DEFINITION.targets]
+    assert copies[0] == copies[1] == crd.DEFINITION.render()
 
 
 def test_family_is_an_enum_of_the_registered_families(spec: Node) -> None:

@@ -36,7 +36,7 @@ def spec_of(**overrides: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def version() -> Node:
-    served: Node = batch_crd.crd()["spec"]["versions"][0]
+    served: Node = batch_crd.DEFINITION.crd()["spec"]["versions"][0]
     return served
 
 
@@ -55,9 +55,9 @@ def fields(node: Node, path: str) -> Iterator[tuple[str, Node]]:
 
 
 def test_the_files_on_disk_match_the_models() -> None:
-    assert batch_crd.main(["--check"]) == 0, "run `make generate`"
-    copies = [t.read_text() for t in batch_crd.TARGETS]
-    assert copies[0] == copies[1] == batch_crd.render()
+    assert batch_crd.DEFINITION.main(["--check"]) == 0, "run `make generate`"
+    copies = [t.read_text() for t in batch_crd.DEFINITION.targets]
+    assert copies[0] == copies[1] == batch_crd.DEFINITION.render()
 
 
 def test_the_harness_enum_is_the_registry() -> None:

@@ -40,7 +40,7 @@ def spec_of(**overrides: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def version() -> Node:
-    served: Node = training_crd.crd()["spec"]["versions"][0]
+    served: Node = training_crd.DEFINITION.crd()["spec"]["versions"][0]
     return served
 
 
@@ -59,9 +59,9 @@ def fields(node: Node, path: str) -> Iterator[tuple[str, Node]]:
 
 
 def test_the_files_on_disk_match_the_models() -> None:
-    assert training_crd.main(["--check"]) == 0, "run `make generate`"
-    copies = [t.read_text() for t in training_crd.TARGETS]
-    assert copies[0] == copies[1] == training_crd.render()
+    assert training_crd.DEFINITION.main(["--check"]) == 0, "run `make generate`"
+    copies = [t.read_text() for t in training_crd.DEFINITION.targets]
+    assert copies[0] == copies[1] == training_crd.DEFINITION.render()
 
 
 def test_every_spec_and_status_field_reads_like_a_manual(version: Node) -> None:

@@ -27,11 +27,18 @@ from coworkgym_operator.campaign.reconcile.plan import (
 from coworkgym_operator.campaign.watches import WATCHES, Child
 from coworkgym_operator.core import metrics, shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
-from coworkgym_operator.core.controller import Controller, Done, Look, condition_true, controlled_by
+from coworkgym_operator.core.controller import (
+    Controller,
+    Done,
+    Look,
+    child_key,
+    controlled_by,
+    done,
+)
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.settings import SETTINGS
 from coworkgym_operator.core.sharding import shard_from_env
-from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
 from coworkgym_operator.core.watches import Indices
 from coworkgym_operator.environment.api.types import KIND as ENVIRONMENT
 from coworkgym_operator.environment.api.types import PLURAL as ENVIRONMENTS
@@ -83,20 +90,13 @@ def _reconcile_once(
             CONTROLLER.delivered(uid, delivered)
         plan = reconcile_campaign(campaign, CampaignObserved(children, datetime.now(UTC)))
         carry_out(ck, logger, namespace, name, [], plan.create, campaign["status"], plan.status)
-    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, campaign, plan)
-    post_events(body, plan.events)
+    announce(logger, body, plan.transition, plan.status, plan.events)
     look = _look(children)
     if listed:  # no event comes from another shard's children: the clock looks again
         look = Look(look.seen, SETTINGS.reconcile_interval)
-    return Done(
-        not plan.create and plan.status == campaign["status"],
-        look=look,
-        created={
-            f"{ENVIRONMENT}/{child['metadata']['name']}": child_state(child)
-            for child in plan.create
-        },
-    )
+    made = {child_key(child): child_state(child) for child in plan.create}
+    return done(campaign["status"], plan.status, plan.create, look=look, made=made)
 
 
 def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignPlan) -> None:
@@ -121,16 +121,8 @@ def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignP
         metrics.TRANSITIONS.labels(namespace, CAMPAIGN_KIND).inc()
 
 
-CONTROLLER = Controller(
-    CAMPAIGN_KIND,
-    CAMPAIGN_PLURAL,
-    WATCHES,
-    read=lambda namespace, name: campaign_kube().read_campaign(namespace, name),
-    once=_reconcile_once,
-    finished=condition_true("Complete"),
-    look=_look_indexed,
-)
-CONTROLLER.register(change_id="on_campaign_change", versions_id="campaign_versions")
+CONTROLLER = Controller(CAMPAIGN_KIND, CAMPAIGN_PLURAL, WATCHES, _reconcile_once, _look_indexed)
+CONTROLLER.register("on_campaign_change", "campaign_versions")
 # a child environment came, changed (its phase, its defects) or went
 CONTROLLER.on_child(
     (GROUP, VERSION, ENVIRONMENTS),

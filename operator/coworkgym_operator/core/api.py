@@ -1,9 +1,12 @@
 """What every kind's API shares: the group and version, the status models' wire
-convention (camelCase, unknown fields ignored) and the condition entry."""
+convention (camelCase, unknown fields ignored), the condition entry and the shape of a
+whole object (``resource``)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.alias_generators import to_camel
 
 from coworkgym.spec import API_GROUP
@@ -28,3 +31,18 @@ class Condition(_Status):
     observed_generation: int | None = Field(
         None, description="The spec generation this condition was computed from."
     )
+
+
+def resource(kind: str, spec: type[BaseModel], status: type[BaseModel]) -> type[BaseModel]:
+    """The model of a whole object of ``kind`` as the API serves it: apiVersion, kind,
+    metadata, the spec and the status (None until the operator first writes it)."""
+    optional: Any = status | None
+    fields: Any = {
+        "apiVersion": (str, f"{GROUP}/{VERSION}"),  # Kubernetes field names
+        "kind": (str, kind),
+        "metadata": (dict[str, object], Field(default_factory=dict)),
+        "spec": (spec, ...),
+        "status": (optional, None),
+    }
+    model: type[BaseModel] = create_model(kind, __config__=ConfigDict(extra="forbid"), **fields)
+    return model

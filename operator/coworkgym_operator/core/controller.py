@@ -8,7 +8,6 @@ reconcile, in case an event was missed.
 Each reconcile reads the object afresh and writes its whole status once, in turn with the
 object's other reconciles (core/turns.py). A kind hands the controller:
 
-- ``read``: the object as it is now (a GET; None: gone);
 - ``once``: one reconcile of a fresh copy, returning ``Done``: whether it had nothing to do
   (``idle``), what of the object decides what it observes (``hint``) and what it observed
   and when the clock alone may change its plan (``Look``);
@@ -26,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +33,7 @@ import kopf
 
 from coworkgym_operator.core import metrics, shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
+from coworkgym_operator.core.kube import CustomObjects, kube
 from coworkgym_operator.core.settings import SETTINGS
 from coworkgym_operator.core.turns import Manifest, Turns
 from coworkgym_operator.core.wakeups import Wakeups
@@ -77,6 +77,35 @@ class Done:
     deleted: Iterable[str] = ()
 
 
+def done(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    create: Sequence[Manifest],
+    delete: Sequence[tuple[str, str]] = (),
+    *,
+    look: Look | None = None,
+    hint: Hashable = None,
+    busy: bool = False,
+    made: Mapping[str, Any] | None = None,
+) -> Done:
+    """What a reconcile that turned status ``before`` into ``after``, created ``create`` and
+    deleted ``delete`` (kind, name) leaves; ``busy``: it did something else (deleted pods,
+    probed endpoints); ``made``: what the kind keeps of each created child (default: that
+    it exists)."""
+    return Done(
+        not (create or delete or busy) and after == before,
+        hint=hint,
+        look=look or Look(),
+        created=made if made is not None else dict.fromkeys(child_key(c) for c in create),
+        deleted=[f"{kind}/{name}" for kind, name in delete],
+    )
+
+
+def child_key(manifest: Manifest) -> str:
+    """ "Kind/name" of a manifest, as the indices by owner hold it."""
+    return f"{manifest['kind']}/{manifest['metadata']['name']}"
+
+
 Once = Callable[[Manifest, kopf.Body, kopf.Logger, Indices | None], Done]
 LookFn = Callable[[str, str, str, Hashable, Indices], Look]
 Owner = Callable[[kopf.Body, str, Mapping[str, str], Indices], Iterable[Key]]
@@ -91,14 +120,17 @@ class Controller:
         kind: str,
         plural: str,
         watches: Watches,
-        *,
-        read: Callable[[str, str], Manifest | None],
         once: Once,
-        finished: Callable[[Mapping[str, Any]], bool],
         look: LookFn | None = None,
+        *,
+        finished: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
-        self.kind, self.plural, self.watches = kind, plural, watches
-        self.read, self.once, self.finished, self.look = read, once, finished, look
+        """``finished``: of a status, whether the object is done (default: its Complete
+        condition is True). ``register`` hands its handlers to kopf."""
+        self.kind, self.plural, self.watches, self.once = kind, plural, watches, once
+        self.finished = finished or condition_true("Complete")
+        self.look = look
+        self._objects: CustomObjects | None = None
         self.turns = Turns()
         # uid → (resourceVersion, hint, seen) of the last reconcile that had nothing to do
         self._settled: dict[str, tuple[str, Hashable, str]] = {}
@@ -206,6 +238,12 @@ class Controller:
         wait = done.look.wait if done.idle else SETTINGS.reconcile_interval
         if wait is not None:
             self.wake_in((str(meta["namespace"]), str(meta["name"]), uid), wait)
+
+    def read(self, namespace: str, name: str) -> Manifest | None:
+        """The object as it is now (a GET, on the operator's one client; None: gone)."""
+        if self._objects is None:
+            self._objects = CustomObjects(kube().api, self.plural)
+        return self._objects.read(namespace, name)
 
     def wake_in(self, key: Key, delay: float) -> None:
         WAKEUPS.at((self.kind, *key), delay)
@@ -375,7 +413,9 @@ __all__ = [
     "Controller",
     "Done",
     "Look",
+    "child_key",
     "condition_true",
     "controlled_by",
+    "done",
     "job_pod_of",
 ]

@@ -1,5 +1,7 @@
 """Rendering every kind's CustomResourceDefinition from its pydantic models, and keeping
-crds/ and the chart's copy in step (``make generate``; ``--check`` for drift).
+crds/ and the chart's copy in step (``make generate``; ``--check`` for drift). A kind's
+``api/crd.py`` states only what is its own (a ``Definition``: names, models, CEL rules,
+printer columns); rendering, the targets and the command line are here.
 
 Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,
 so references are inlined, ``anyOf [X, null]`` becomes ``nullable``, numeric exclusive
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +154,112 @@ def sync(text: str, targets: list[Path], argv: list[str]) -> int:
         target.write_text(text)
         print(f"wrote {target.relative_to(REPO)}")
     return 0
+
+
+Rule = dict[str, str]
+Column = dict[str, Any]
+
+
+def column(
+    name: str, path: str, kind: str = "string", *, wide: bool = False, description: str = ""
+) -> Column:
+    """A printer column; ``wide``: shown by ``kubectl get -o wide`` only."""
+    found: Column = {"name": name, "type": kind, "jsonPath": path}
+    if wide:
+        found["priority"] = 1
+    if description:
+        found["description"] = description
+    return found
+
+
+PHASE = column("Phase", ".status.phase")
+MESSAGE = column("Message", ".status.message")
+AGE = column("Age", ".metadata.creationTimestamp", "date")
+
+
+def s3_rule(field: str, message: str, *, optional: bool = False) -> Rule:
+    """``field`` (of the node the rule is on) is an s3:// URI; ``optional``: or absent."""
+    rule = f"self.{field}.startsWith('s3://')"
+    return {
+        "rule": f"!has(self.{field}) || {rule}" if optional else rule,
+        "message": message,
+        "fieldPath": f".{field}",
+        "reason": "FieldValueInvalid",
+    }
+
+
+def set_lists(spec_schema: dict[str, Any], paths: Sequence[tuple[str, ...]]) -> None:
+    """Lists whose items are a set: the API server refuses a duplicate as the models do."""
+    for path in paths:
+        node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
+
+
+def one_of_rule(fields: Sequence[str], message: str) -> Rule:
+    """Exactly one of ``fields`` is given."""
+    given = ", ".join(f"has(self.{f})" for f in fields)
+    return {"rule": f"[{given}].filter(x, x).size() == 1", "message": message}
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One kind's CustomResourceDefinition: its names (kind, plural, singular, short name),
+    the package of its ``crd`` module (the one `make generate` runs), its description, its
+    spec and status models, printer columns, CEL rules by schema path (``("spec",
+    "output")``), and ``shape``: what else the kind does to its spec and status schemas
+    (set lists, defaults, opaque fields); ``object_rules``: rules on the object itself
+    (metadata.name)."""
+
+    names: tuple[str, str, str, str]
+    package: str | None
+    description: str
+    spec_model: type[Any]
+    status_model: type[Any]
+    printer_columns: list[Column]
+    cel_rules: Mapping[tuple[str, ...], list[Rule]] = field(default_factory=dict)
+    shape: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+    object_rules: Sequence[Rule] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.names[0]
+
+    @property
+    def plural(self) -> str:
+        return self.names[1]
+
+    @property
+    def targets(self) -> list[Path]:
+        return [
+            REPO / "crds" / f"{self.plural}.yaml",
+            REPO / "charts" / "cowork-gym" / "crds" / f"{self.plural}.yaml",
+        ]
+
+    def crd(self) -> dict[str, Any]:
+        spec_schema = model_schema(self.spec_model)
+        status_schema = model_schema(self.status_model)
+        for path, rules in self.cel_rules.items():
+            node_at(spec_schema, path)["x-kubernetes-validations"] = list(rules)
+        if self.shape is not None:
+            self.shape(spec_schema, status_schema)
+        kind, plural, singular, short_name = self.names
+        doc = document(
+            plural=plural,
+            kind=kind,
+            singular=singular,
+            short_name=short_name,
+            generated_by=f"{self.package}.crd",
+            description=self.description,
+            printer_columns=self.printer_columns,
+            spec_schema=spec_schema,
+            status_schema=status_schema,
+        )
+        if self.object_rules:
+            root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            root["x-kubernetes-validations"] = list(self.object_rules)
+        return doc
+
+    def render(self) -> str:
+        return render_document(self.crd())
+
+    def main(self, argv: list[str]) -> int:
+        return sync(self.render(), self.targets, argv)

@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from coworkgym_operator.core import metrics
+from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.observe import JobObservation, job_observation
 
@@ -41,6 +42,118 @@ def created(create: Callable[[], Any]) -> bool:
     return True
 
 
+def background() -> Any:
+    """The keyword arguments of a delete call: children deleted in the background (the
+    object's pods with it), the raw answer (dropped by ``deleted``)."""
+    return {
+        "body": client.V1DeleteOptions(propagation_policy="Background"),
+        "_preload_content": False,
+    }
+
+
+def deleted(delete: Callable[[], Any]) -> bool:
+    """Run a delete call (raw, ``_preload_content=False``); an object already gone is fine.
+    True if this call deleted it."""
+    try:
+        dropped(delete())
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def found(get: Callable[[], Any]) -> Any | None:
+    """Run a read call; None where there is nothing of that name (404)."""
+    try:
+        return get()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+class CustomObjects:
+    """One custom kind through the custom objects API: what every kind does to itself and
+    to its custom children (read, status write, create, list and delete by label)."""
+
+    def __init__(
+        self, api: client.ApiClient, plural: str, group: str = GROUP, version: str = VERSION
+    ) -> None:
+        self.api = client.CustomObjectsApi(api)
+        self.where = (group, version)
+        self.plural = plural
+
+    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as it is now (None: it is gone)."""
+        group, version = self.where
+        obj = found(
+            lambda: self.api.get_namespaced_custom_object(
+                group, version, namespace, self.plural, name
+            )
+        )
+        return None if obj is None else dict(obj)
+
+    def write_status(
+        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        """Make the status ``after`` (read as ``before``): a merge patch that also removes the
+        keys ``after`` no longer has (a plain merge would keep them)."""
+        group, version = self.where
+        dropped(
+            self.api.patch_namespaced_custom_object_status(
+                group, version, namespace, self.plural, name,
+                {"status": merge_patch(before, after)},
+                _content_type="application/merge-patch+json", _preload_content=False,
+            )
+        )  # fmt: skip
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create one; one that exists is fine (level-triggered). True if created."""
+        group, version = self.where
+        body: Any = manifest  # the client accepts plain dicts as request bodies
+        namespace = manifest["metadata"]["namespace"]
+        return created(
+            lambda: self.api.create_namespaced_custom_object(
+                group, version, namespace, self.plural, body, _preload_content=False
+            )
+        )
+
+    def delete(self, namespace: str, name: str) -> bool:
+        group, version = self.where
+        return deleted(
+            lambda: self.api.delete_namespaced_custom_object(
+                group, version, namespace, self.plural, name, **background()
+            )
+        )
+
+    def list(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        group, version = self.where
+        listed: Any = self.api.list_namespaced_custom_object(
+            group, version, namespace, self.plural, label_selector=selector
+        )
+        return list(listed.get("items", []))
+
+    def delete_all(self, namespace: str, selector: str) -> None:
+        """Delete those ``selector`` matches (in the background: children go with them)."""
+        group, version = self.where
+        self.api.delete_collection_namespaced_custom_object(
+            group, version, namespace, self.plural, label_selector=selector,
+            propagation_policy="Background",
+        )  # fmt: skip
+
+
+class OwnStatus:
+    """Mixed into a kind's I/O: the status writes of its own objects (``own``)."""
+
+    own: CustomObjects
+
+    def write_status(
+        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        self.own.write_status(namespace, name, before, after)
+
+
 class Kube:
     def __init__(self, api: client.ApiClient | None = None) -> None:
         self.api = api or client.ApiClient()
@@ -52,43 +165,34 @@ class Kube:
     def observe_job(self, namespace: str, name: str) -> JobObservation:
         """The Job's state by a GET of it and a LIST of its pods (read as
         ``reconcile.observe.job_observation`` reads the watches' copies)."""
-        try:
-            job = self.batch.read_namespaced_job(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return JobObservation(name, "missing")
-            raise
+        job = found(lambda: self.batch.read_namespaced_job(name, namespace))
+        if job is None:
+            return JobObservation(name, "missing")
         pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
-        return job_observation(name, self._plain(job), [self._plain(p) for p in pods])
+        return job_observation(name, self.plain(job), [self.plain(p) for p in pods])
 
-    def _plain(self, obj: Any) -> dict[str, Any]:
+    def plain(self, obj: Any) -> dict[str, Any]:
         """A client object as the API serves it (camelCase keys), for the pure readers."""
         plain: dict[str, Any] = self.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
         return plain
 
+    def read_plain(self, get: Callable[[], Any]) -> dict[str, Any] | None:
+        """A read call's object as the API serves it (None: not found)."""
+        obj = found(get)
+        return None if obj is None else self.plain(obj)
+
     def delete(self, namespace: str, kind: str, name: str) -> bool:
         """Delete a child (its pods with it); one already gone is fine. True if deleted."""
-        body = client.V1DeleteOptions(propagation_policy="Background")
-        try:
-            if kind == "Job":
-                dropped(
-                    self.batch.delete_namespaced_job(
-                        name, namespace, body=body, _preload_content=False
-                    )
-                )
-            elif kind == "PersistentVolumeClaim":
-                dropped(
-                    self.core.delete_namespaced_persistent_volume_claim(
-                        name, namespace, body=body, _preload_content=False
-                    )
-                )
-            else:
-                raise ValueError(f"cannot delete {kind}")
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        raw = background()
+        if kind == "Job":
+            return deleted(lambda: self.batch.delete_namespaced_job(name, namespace, **raw))
+        if kind == "PersistentVolumeClaim":
+            return deleted(
+                lambda: self.core.delete_namespaced_persistent_volume_claim(name, namespace, **raw)
+            )
+        if kind == "Secret":  # the gateway tokens
+            return deleted(lambda: self.core.delete_namespaced_secret(name, namespace, **raw))
+        raise ValueError(f"cannot delete {kind}")
 
     def create(self, manifest: Manifest) -> bool:
         """Create a child; an existing one is fine (level-triggered). True if created."""

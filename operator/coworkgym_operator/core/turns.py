@@ -1,4 +1,4 @@
-"""What both controllers do around their kind's reconcile.
+"""What every controller does around its kind's reconcile.
 
 kopf runs an object's timer beside its event handlers, each with the body it was handed,
 which may predate the status another handler just wrote: reconciling such a copy would
@@ -117,6 +117,18 @@ def counted(namespace: str, kind: str) -> Iterator[None]:
     except Exception:
         metrics.RECONCILE_ERRORS.labels(namespace, kind).inc()
         raise
+
+
+def announce(
+    logger: kopf.Logger,
+    body: kopf.Body,
+    transition: tuple[str, str] | None,
+    status: dict[str, Any],
+    events: Iterable[tuple[str, str, str]],
+) -> None:
+    """After the status write: log the phase change, then post the plan's events."""
+    log_transition(logger, transition, status)
+    post_events(body, events)
 
 
 def log_transition(

@@ -27,6 +27,7 @@ from coworkgym_operator.core.controller import (
     Done,
     Look,
     controlled_by,
+    done,
     job_pod_of,
 )
 from coworkgym_operator.core.gateway_address import by_address
@@ -35,12 +36,11 @@ from coworkgym_operator.core.observe import start_wait
 from coworkgym_operator.core.settings import SETTINGS, OperatorSettings
 from coworkgym_operator.core.startup import COMPONENT, FINALIZER, configure
 from coworkgym_operator.core.turns import (
+    announce,
     carry_out,
     counted,
     delete_children,
     fresh,
-    log_transition,
-    post_events,
 )
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.environment import metrics
@@ -133,31 +133,19 @@ def _reconcile_once(
         if plan.delete_stage_pods:
             kube().delete_stage_pods(namespace, name)
         delete_children(kube(), logger, namespace, plan.delete)
-    idle = not (plan.create or plan.delete or plan.delete_stage_pods) and (
-        plan.status == env["status"]
-    )
-    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, _family(env), plan, taken_up=not env["status"].get("phase"))
-    post_events(body, plan.events)
-    return Done(
-        idle,
-        hint=pending_job_name(env),
-        look=_look(observed),
-        created=dict.fromkeys(f"{m['kind']}/{m['metadata']['name']}" for m in plan.create),
-        deleted=[f"{kind}/{child}" for kind, child in plan.delete],
-    )
+    announce(logger, body, plan.transition, plan.status, plan.events)
+    busy, look = plan.delete_stage_pods, _look(observed)
+    before, hint = env["status"], pending_job_name(env)
+    return done(before, plan.status, plan.create, plan.delete, busy=busy, hint=hint, look=look)
 
 
-CONTROLLER = Controller(
-    KIND,
-    PLURAL,
-    WATCHES,
-    read=lambda namespace, name: kube().read_environment(namespace, name),
-    once=_reconcile_once,
-    finished=lambda status: status.get("phase") in TERMINAL,
-    look=_look_indexed,
-)
-CONTROLLER.register(change_id="on_change", versions_id="env_versions")
+def _finished(status: Any) -> bool:
+    return status.get("phase") in TERMINAL
+
+
+CONTROLLER = Controller(KIND, PLURAL, WATCHES, _reconcile_once, _look_indexed, finished=_finished)
+CONTROLLER.register("on_change", "env_versions")
 # A stage Job came, changed or went; a stage pod changed (scheduled, started, could not
 # start, ended): its environment's reconcile reads it, so a finished stage is noticed in
 # about a second. The log lines of that reconcile carry the child's name; its events go

@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.builders import LABEL_SANDBOX
-from coworkgym_operator.core.kube import Kube, dropped, merge_patch
+from coworkgym_operator.core.kube import CustomObjects, Kube, OwnStatus
 from coworkgym_operator.environment.api.types import PLURAL
 from coworkgym_operator.environment.builders import LABEL_ENV
 
 
-class EnvironmentKube(Kube):
+class EnvironmentKube(Kube, OwnStatus):
+    def __init__(self, api: client.ApiClient | None = None) -> None:
+        super().__init__(api)
+        self.own = CustomObjects(self.api, PLURAL)
+
     def existing_children(self, namespace: str, env_name: str) -> frozenset[str]:
         selector = f"{LABEL_ENV}={env_name}"
         names = {
@@ -36,37 +39,6 @@ class EnvironmentKube(Kube):
         """The environment's stage pods (the Jobs, finished, stay)."""
         selector = f"{LABEL_ENV}={env_name},{LABEL_SANDBOX}=true"
         self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
-
-    def read_environment(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The CoworkEnvironment as it is now (None: it is gone)."""
-        custom = client.CustomObjectsApi(self.api)
-        try:
-            found: Any = custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(found)
-
-    def write_status(
-        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
-    ) -> None:
-        """Make the status ``after`` (read as ``before``): a merge patch that also removes the
-        keys ``after`` no longer has (a plain merge would keep them)."""
-        custom = client.CustomObjectsApi(self.api)
-        response = custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": merge_patch(before, after)},
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-        )
-        dropped(response)
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
         """Drop one finalizer from a CoworkEnvironment (a JSON patch that tests the index,

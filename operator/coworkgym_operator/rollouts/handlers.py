@@ -24,14 +24,14 @@ from coworkgym_operator.core.controller import (
     Controller,
     Done,
     Look,
-    condition_true,
     controlled_by,
+    done,
     job_pod_of,
 )
 from coworkgym_operator.core.gateway_address import by_address
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.observe import JobObservation, start_wait
-from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.rollouts import metrics as m
 from coworkgym_operator.rollouts.api.types import (
@@ -139,17 +139,11 @@ def _reconcile_once(
         carry_out(
             bk, logger, namespace, name, plan.delete, plan.create, batch["status"], plan.status
         )
-    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, plan)
-    post_events(body, plan.events)
-    idle = not (plan.create or plan.delete or observed.probed) and plan.status == batch["status"]
-    return Done(
-        idle,
-        hint=tuple(jobs_to_observe(batch)),
-        look=_look(observed.jobs, observed.existing_children),
-        created=dict.fromkeys(f"{c['kind']}/{c['metadata']['name']}" for c in plan.create),
-        deleted=[f"{kind}/{child}" for kind, child in plan.delete],
-    )
+    announce(logger, body, plan.transition, plan.status, plan.events)
+    look, hint = _look(observed.jobs, observed.existing_children), tuple(jobs_to_observe(batch))
+    before, busy = batch["status"], observed.probed
+    return done(before, plan.status, plan.create, plan.delete, busy=busy, hint=hint, look=look)
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:
@@ -167,16 +161,8 @@ def _record(namespace: str, name: str, plan: BatchPlan) -> None:
         m.BATCHES_FINISHED.labels(namespace, plan.finished).inc()
 
 
-CONTROLLER = Controller(
-    BATCH_KIND,
-    BATCH_PLURAL,
-    WATCHES,
-    read=lambda namespace, name: batch_kube().read_batch(namespace, name),
-    once=_reconcile_once,
-    finished=condition_true("Complete"),
-    look=_look_indexed,
-)
-CONTROLLER.register(change_id="on_batch_change", versions_id="batch_versions")
+CONTROLLER = Controller(BATCH_KIND, BATCH_PLURAL, WATCHES, _reconcile_once, _look_indexed)
+CONTROLLER.register("on_batch_change", "batch_versions")
 # a Job came, changed or went; a rollout pod scheduled, started, could not start, ended
 CONTROLLER.on_child(
     JOBS, {LABEL_BATCH: kopf.PRESENT}, controlled_by(BATCH_KIND, LABEL_BATCH), "on_batch_job", "job"

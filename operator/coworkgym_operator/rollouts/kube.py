@@ -1,6 +1,6 @@
 """The Kubernetes calls (and the endpoint probe) of the RolloutBatch controller: what it
-observes for the pure reconcile, and applying its plan. Synchronous, like kube.py (kopf
-runs sync handlers in its thread pool)."""
+observes for the pure reconcile, and applying its plan. Synchronous, like core/kube.py
+(reconciles run in worker threads)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from coworkgym_operator.core.api import GROUP, VERSION
-from coworkgym_operator.core.kube import Kube, merge_patch
+from coworkgym_operator.core.kube import CustomObjects, Kube, OwnStatus
 from coworkgym_operator.environment.selection import EnvironmentLookup
 from coworkgym_operator.rollouts.api.types import (
     BATCH_PLURAL,
@@ -23,39 +21,11 @@ from coworkgym_operator.rollouts.api.types import (
 from coworkgym_operator.rollouts.builders import LABEL_BATCH, Manifest
 
 
-class BatchKube:
+class BatchKube(OwnStatus):
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self.custom = client.CustomObjectsApi(kube.api)
+        self.own = CustomObjects(kube.api, BATCH_PLURAL)
         self.environments = EnvironmentLookup(kube)
-
-    # ---- the batch itself ----------------------------------------------------------------
-    def read_batch(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The RolloutBatch as it is now (None: it is gone)."""
-        try:
-            found: Any = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, BATCH_PLURAL, name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(found)
-
-    def write_status(
-        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
-    ) -> None:
-        """Make the status ``after`` (read as ``before``): a merge patch that also removes
-        the keys ``after`` no longer has (a finished rollout leaves status.running)."""
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            BATCH_PLURAL,
-            name,
-            {"status": merge_patch(before, after)},
-            _content_type="application/merge-patch+json",
-        )
 
     # ---- environments ------------------------------------------------------------------
     def resolve(
@@ -85,15 +55,7 @@ class BatchKube:
         return self.kube.create(manifest)  # Secrets too (the rollouts' gateway tokens)
 
     def delete(self, namespace: str, kind: str, name: str) -> bool:
-        if kind != "Secret":
-            return self.kube.delete(namespace, kind, name)
-        try:
-            self.kube.core.delete_namespaced_secret(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return self.kube.delete(namespace, kind, name)
 
     def delete_children(self, namespace: str, batch: str) -> None:
         """Belt and braces next to owner references."""

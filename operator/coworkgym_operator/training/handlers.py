@@ -26,10 +26,16 @@ import kopf
 from pydantic import ValidationError
 
 from coworkgym_operator.core.api import GROUP, VERSION
-from coworkgym_operator.core.controller import Controller, Done, Key, Look, condition_true
+from coworkgym_operator.core.controller import (
+    Controller,
+    Done,
+    Key,
+    Look,
+    done,
+)
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.observe import JobObservation, start_wait
-from coworkgym_operator.core.turns import carry_out, counted, fresh, log_transition, post_events
+from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.training import metrics as m
 from coworkgym_operator.training.api.types import (
@@ -199,15 +205,10 @@ def _reconcile_once(
         observed = observe(run, indices)
         plan = reconcile_training(run, observed, SETTINGS)
         carry_out(tk, logger, namespace, name, plan.delete, plan.create, run["status"], plan.status)
-    log_transition(logger, plan.transition, plan.status)
     _record(namespace, name, run, plan)
-    post_events(body, plan.events)
-    return Done(
-        not (plan.create or plan.delete) and plan.status == run["status"],
-        look=Look(wait=_clock(observed)),
-        created=dict.fromkeys(f"{c['kind']}/{c['metadata']['name']}" for c in plan.create),
-        deleted=[f"{kind}/{child}" for kind, child in plan.delete],
-    )
+    announce(logger, body, plan.transition, plan.status, plan.events)
+    look = Look(wait=_clock(observed))
+    return done(run["status"], plan.status, plan.create, plan.delete, look=look)
 
 
 def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) -> None:
@@ -235,15 +236,8 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
         m.NAN_LOSS.labels(namespace, objective).inc()
 
 
-CONTROLLER = Controller(
-    TRAINING_KIND,
-    TRAINING_PLURAL,
-    WATCHES,
-    read=lambda namespace, name: training_kube().read_run(namespace, name),
-    once=_reconcile_once,
-    finished=condition_true("Complete"),
-)
-CONTROLLER.register(change_id="on_training_change", versions_id="training_versions")
+CONTROLLER = Controller(TRAINING_KIND, TRAINING_PLURAL, WATCHES, _reconcile_once)
+CONTROLLER.register("on_training_change", "training_versions")
 _labelled = {LABEL_TRAINING: kopf.PRESENT}
 _named = CONTROLLER.named_by(LABEL_TRAINING)
 # its Jobs and their pods, its rounds' servers and their pods

@@ -2,7 +2,7 @@
 reconcile (the run, the RolloutBatch it names or the environments its rounds roll out on,
 its Jobs or RayJobs, the training pod's log tail, whether KubeRay is installed; with
 rounds, the round's server and RolloutBatch), and applying its plan. Synchronous, like
-kube.py.
+core/kube.py.
 
 A RolloutBatch is never deleted from here: the chart lets the operator create them (an
 on-policy round's) but not delete them (users make them too); the owner reference lets
@@ -16,8 +16,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from coworkgym_operator.core.api import GROUP, VERSION
-from coworkgym_operator.core.kube import Kube, created, dropped, merge_patch
+from coworkgym_operator.core.kube import (
+    CustomObjects,
+    Kube,
+    OwnStatus,
+    background,
+    created,
+    deleted,
+)
 from coworkgym_operator.core.observe import JobObservation
 from coworkgym_operator.environment.selection import EnvironmentLookup
 from coworkgym_operator.rollouts.api.types import BATCH_KIND, BATCH_PLURAL, EnvironmentSelection
@@ -42,73 +48,35 @@ LOG_TAIL_LINES = 200
 DISCOVERY_TTL_SECONDS = 60.0
 
 
-class TrainingKube:
+class TrainingKube(OwnStatus):
     def __init__(self, kube: Kube, *, ray_enabled: bool = True) -> None:
         self.kube = kube
         self.custom = client.CustomObjectsApi(kube.api)
         self.apps = client.AppsV1Api(kube.api)
+        self.own = CustomObjects(kube.api, TRAINING_PLURAL)
+        self.batches = CustomObjects(kube.api, BATCH_PLURAL)
+        self.rayjobs_api = CustomObjects(kube.api, RAYJOB_PLURAL, RAY_GROUP, RAY_VERSION)
         self.environments = EnvironmentLookup(kube)  # as RolloutBatches resolve theirs
         # training.ray off: the operator has no RayJob rights, so it never asks
         self.ray_enabled = ray_enabled
         self._ray: tuple[float, bool] | None = None
 
-    # ---- the run itself -----------------------------------------------------------------
-    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._get(GROUP, VERSION, namespace, TRAINING_PLURAL, name)
-
-    def write_status(
-        self, namespace: str, name: str, before: dict[str, Any], after: dict[str, Any]
-    ) -> None:
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            TRAINING_PLURAL,
-            name,
-            {"status": merge_patch(before, after)},
-            _content_type="application/merge-patch+json",
-        )
-
-    def _get(
-        self, group: str, version: str, namespace: str, plural: str, name: str
-    ) -> dict[str, Any] | None:
-        try:
-            found: Any = self.custom.get_namespaced_custom_object(
-                group, version, namespace, plural, name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(found)
-
     # ---- what it reads ------------------------------------------------------------------
     def read_batch(self, namespace: str, name: str) -> BatchSeen:
-        return batch_seen(name, self._get(GROUP, VERSION, namespace, BATCH_PLURAL, name))
+        return batch_seen(name, self.batches.read(namespace, name))
 
     def observe_serving(self, namespace: str, run: str, index: int) -> ServingSeen:
         """Round ``index``'s server: its Deployment, Service and pods."""
         name = serve_name(run, index)
-        deployment = self._read(lambda: self.apps.read_namespaced_deployment(name, namespace))
+        read = self.kube.read_plain
+        deployment = read(lambda: self.apps.read_namespaced_deployment(name, namespace))
         if deployment is None:
             return serving_seen(name, None, None, [])
-        service = self._read(lambda: self.kube.core.read_namespaced_service(name, namespace))
+        service = read(lambda: self.kube.core.read_namespaced_service(name, namespace))
         selector = f"{LABEL_TRAINING}={run},{LABEL_STEP}=serve,{LABEL_ROUND}={index}"
         pods: Any = self.kube.core.list_namespaced_pod(namespace, label_selector=selector)
-        return serving_seen(name, deployment, service, [self._plain(p) for p in pods.items])
-
-    def _read(self, get: Any) -> dict[str, Any] | None:
-        try:
-            return self._plain(get())
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def _plain(self, obj: Any) -> dict[str, Any]:
-        """A client object as the API serves it (camelCase keys), for the pure readers."""
-        plain: dict[str, Any] = self.kube.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-        return plain
+        plain = [self.kube.plain(p) for p in pods.items]
+        return serving_seen(name, deployment, service, plain)
 
     def resolve_environments(
         self, namespace: str, selection: EnvironmentSelection
@@ -122,7 +90,7 @@ class TrainingKube:
         return self.kube.observe_job(namespace, name)
 
     def read_rayjob(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._get(RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, name)
+        return self.rayjobs_api.read(namespace, name)
 
     def ray_available(self) -> bool:
         """Whether the API server serves ray.io/v1 rayjobs (KubeRay's CRD), asked of the
@@ -188,14 +156,12 @@ class TrainingKube:
         deployments: Any = self.apps.list_namespaced_deployment(namespace, label_selector=selector)
         services: Any = core.list_namespaced_service(namespace, label_selector=selector)
         policies: Any = net.list_namespaced_network_policy(namespace, label_selector=selector)
-        batches: Any = self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, BATCH_PLURAL, label_selector=selector
-        )
+        batches = self.batches.list(namespace, selector)
         return (
             {f"Deployment/{d.metadata.name}" for d in deployments.items}
             | {f"Service/{s.metadata.name}" for s in services.items}
             | {f"NetworkPolicy/{p.metadata.name}" for p in policies.items}
-            | {f"{BATCH_KIND}/{b['metadata']['name']}" for b in batches.get("items", [])}
+            | {f"{BATCH_KIND}/{b['metadata']['name']}" for b in batches}
         )
 
     # ---- what it does -------------------------------------------------------------------
@@ -212,48 +178,21 @@ class TrainingKube:
             return created(
                 lambda: core.create_namespaced_service(namespace, body, _preload_content=False)
             )
-        if kind in (RAYJOB_KIND, BATCH_KIND):
-            group, version, plural = (
-                (RAY_GROUP, RAY_VERSION, RAYJOB_PLURAL)
-                if kind == RAYJOB_KIND
-                else (GROUP, VERSION, BATCH_PLURAL)
-            )
-            return created(
-                lambda: self.custom.create_namespaced_custom_object(
-                    group, version, namespace, plural, body, _preload_content=False
-                )
-            )
+        if kind == RAYJOB_KIND:
+            return self.rayjobs_api.create(manifest)
+        if kind == BATCH_KIND:
+            return self.batches.create(manifest)
         return self.kube.create(manifest)
 
     def delete(self, namespace: str, kind: str, name: str) -> bool:
-        body = client.V1DeleteOptions(propagation_policy="Background")
-        try:
-            if kind == "Deployment":
-                dropped(
-                    self.apps.delete_namespaced_deployment(
-                        name, namespace, body=body, _preload_content=False
-                    )
-                )
-            elif kind == "Service":
-                dropped(
-                    self.kube.core.delete_namespaced_service(
-                        name, namespace, body=body, _preload_content=False
-                    )
-                )
-            elif kind == RAYJOB_KIND:
-                dropped(
-                    self.custom.delete_namespaced_custom_object(
-                        RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, name, body=body,
-                        _preload_content=False,
-                    )
-                )  # fmt: skip
-            else:
-                return self.kube.delete(namespace, kind, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        raw = background()
+        if kind == "Deployment":
+            return deleted(lambda: self.apps.delete_namespaced_deployment(name, namespace, **raw))
+        if kind == "Service":
+            return deleted(lambda: self.kube.core.delete_namespaced_service(name, namespace, **raw))
+        if kind == RAYJOB_KIND:
+            return self.rayjobs_api.delete(namespace, name)
+        return self.kube.delete(namespace, kind, name)
 
     def delete_children(self, namespace: str, run: str) -> None:
         """Belt and braces next to owner references (but RolloutBatches: see above)."""
@@ -274,9 +213,7 @@ class TrainingKube:
             namespace, label_selector=selector
         )
         if self.ray_available():
-            self.custom.delete_collection_namespaced_custom_object(
-                RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL, label_selector=selector
-            )
+            self.rayjobs_api.delete_all(namespace, selector)
 
 
 __all__ = ["TrainingKube"]

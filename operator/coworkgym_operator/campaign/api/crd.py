@@ -1,5 +1,5 @@
-"""Generate the SynthesisCampaign CustomResourceDefinition from the pydantic models
-(api/campaign.py), with the structural conversion of the CoworkEnvironment CRD (api/crd.py).
+"""The SynthesisCampaign CustomResourceDefinition, generated from the pydantic models
+(campaign/api/types.py) by the structural conversion every kind shares (core/crd.py).
 
     python -m coworkgym_operator.campaign.api.crd            # rewrite crds/ and the chart's copy
     python -m coworkgym_operator.campaign.api.crd --check    # exit 1 if either has drifted
@@ -43,11 +43,6 @@ from coworkgym_operator.campaign.api.types import (
 )
 from coworkgym_operator.core import crd as base
 
-TARGETS = [
-    base.REPO / "crds" / f"{CAMPAIGN_PLURAL}.yaml",
-    base.REPO / "charts" / "cowork-gym" / "crds" / f"{CAMPAIGN_PLURAL}.yaml",
-]
-
 
 def _served_map(max_turns: int) -> str:
     """A CEL map literal of the served cells ("domain/capability": true) at ``max_turns``."""
@@ -77,7 +72,13 @@ def _unserved_rule() -> dict[str, str]:
     }
 
 
-CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+NAMES = (CAMPAIGN_KIND, CAMPAIGN_PLURAL, CAMPAIGN_SINGULAR, CAMPAIGN_SHORT_NAME)
+DESCRIPTION = (
+    "Many CoworkEnvironments drawn from the taxonomy by quota, created in waves under a "
+    "concurrency limit, with their coverage per cell in status."
+)
+
+RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
         {
             "rule": "self.quotas == oldSelf.quotas && self.seed == oldSelf.seed && "
@@ -94,69 +95,40 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
         },
     ],
 }
-SET_LISTS = [("spec", "quotas", "domains"), ("spec", "quotas", "capabilities")]
 
 # kubectl get scamp -w: how far it is, at a glance; -o wide adds the counts behind it.
-PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {
-        "name": "Finished",
-        "type": "string",
-        "jsonPath": ".status.progress",
-        "description": "finished/planned children",
-    },
-    {"name": "Released", "type": "integer", "jsonPath": ".status.counts.released"},
-    {"name": "InFlight", "type": "integer", "jsonPath": ".status.counts.inFlight"},
-    {
-        "name": "FailureRatio",
-        "type": "number",
-        "jsonPath": ".status.failureRatio",
-        "description": "(rejected + failed) / finished",
-    },
-    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
-    {"name": "Created", "type": "integer", "jsonPath": ".status.counts.created", "priority": 1},
-    {"name": "Rejected", "type": "integer", "jsonPath": ".status.counts.rejected", "priority": 1},
-    {"name": "Failed", "type": "integer", "jsonPath": ".status.counts.failed", "priority": 1},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+COLUMNS = [
+    base.PHASE,
+    base.column("Finished", ".status.progress", description="finished/planned children"),
+    base.column("Released", ".status.counts.released", "integer"),
+    base.column("InFlight", ".status.counts.inFlight", "integer"),
+    base.column(
+        "FailureRatio",
+        ".status.failureRatio",
+        "number",
+        description="(rejected + failed) / finished",
+    ),
+    base.MESSAGE,
+    base.column("Created", ".status.counts.created", "integer", wide=True),
+    base.column("Rejected", ".status.counts.rejected", "integer", wide=True),
+    base.column("Failed", ".status.counts.failed", "integer", wide=True),
+    base.AGE,
 ]
 
 
-def crd() -> dict[str, Any]:
-    spec_schema = base.model_schema(SynthesisCampaignSpec)
-    for path, rules in CEL_RULES.items():
-        base.node_at(spec_schema, path)["x-kubernetes-validations"] = list(rules)
+def _shape(spec_schema: dict[str, Any], _status: dict[str, Any]) -> None:
     base.node_at(spec_schema, ("spec",))["x-kubernetes-validations"].append(_unserved_rule())
-    for path in SET_LISTS:
-        base.node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
+    base.set_lists(spec_schema, [("spec", "quotas", "domains"), ("spec", "quotas", "capabilities")])
     cells = base.node_at(spec_schema, ("spec", "quotas", "cells"))
     cells["x-kubernetes-list-type"] = "map"
     cells["x-kubernetes-list-map-keys"] = ["domain", "capability"]
-    doc = base.document(
-        plural=CAMPAIGN_PLURAL,
-        kind=CAMPAIGN_KIND,
-        singular=CAMPAIGN_SINGULAR,
-        short_name=CAMPAIGN_SHORT_NAME,
-        generated_by="coworkgym_operator.campaign.api.crd",
-        description="Many CoworkEnvironments drawn from the taxonomy by quota, created in "
-        "waves under a concurrency limit, with their coverage per cell in status.",
-        printer_columns=PRINTER_COLUMNS,
-        spec_schema=spec_schema,
-        status_schema=base.model_schema(SynthesisCampaignStatus),
-    )
-    root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    root["x-kubernetes-validations"] = [
-        {"rule": f"self.metadata.name.size() <= {MAX_NAME}", "message": NAME_TOO_LONG}
-    ]
-    return doc
 
 
-def render() -> str:
-    return base.render_document(crd())
-
-
-def main(argv: list[str]) -> int:
-    return base.sync(render(), TARGETS, argv)
-
+NAME_RULES = [{"rule": f"self.metadata.name.size() <= {MAX_NAME}", "message": NAME_TOO_LONG}]
+DEFINITION = base.Definition(
+    NAMES, __package__, DESCRIPTION, SynthesisCampaignSpec, SynthesisCampaignStatus, COLUMNS,
+    RULES, _shape, NAME_RULES,
+)  # fmt: skip
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(DEFINITION.main(sys.argv[1:]))

@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from coworkgym.spec import Backends, Budget, FaultInjection, Release, SandboxSettings
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
 
 CAMPAIGN_KIND = "SynthesisCampaign"
 CAMPAIGN_PLURAL = "synthesiscampaigns"
@@ -373,11 +373,4 @@ class SynthesisCampaignStatus(_Status):
     message: str = Field("", description="What the campaign does now, in a sentence.")
 
 
-class SynthesisCampaign(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    apiVersion: str = API_VERSION  # Kubernetes field name
-    kind: str = CAMPAIGN_KIND
-    metadata: dict[str, object] = Field(default_factory=dict)
-    spec: SynthesisCampaignSpec
-    status: SynthesisCampaignStatus | None = None
+SynthesisCampaign = resource(CAMPAIGN_KIND, SynthesisCampaignSpec, SynthesisCampaignStatus)

@@ -1,12 +1,9 @@
-"""Generate the CustomResourceDefinition from the pydantic models.
+"""The CoworkEnvironment CustomResourceDefinition, generated from the pydantic models
+(coworkgym.spec, environment/api/types.py) by the structural conversion every kind shares
+(core/crd.py).
 
     python -m coworkgym_operator.environment.api.crd            # rewrite crds/ and the chart's copy
     python -m coworkgym_operator.environment.api.crd --check    # exit 1 if either has drifted
-
-Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,
-so references are inlined, ``anyOf [X, null]`` becomes ``nullable``, numeric exclusive
-bounds become boolean ones, and titles are dropped. Field descriptions stay (whitespace
-folded, so kubectl explain wraps them cleanly).
 
 What the API server refuses, and how that compares with the CLI (coworkgym.spec):
 
@@ -52,14 +49,12 @@ from coworkgym_operator.environment.api.types import (
     CoworkEnvironmentStatus,
 )
 
-TARGETS = [
-    base.REPO / "crds" / f"{PLURAL}.yaml",
-    base.REPO / "charts" / "cowork-gym" / "crds" / f"{PLURAL}.yaml",
-]
+NAMES = (KIND, PLURAL, SINGULAR, SHORT_NAME)
+DESCRIPTION = "One environment synthesized by the build → execute → revise loop from a task spec."
 
 # CEL rules where the schema alone cannot say it. Each message is the one the pydantic
 # models give for the same spec (coworkgym.spec), and fieldPath names the same field.
-CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
         {
             "rule": "self.task == oldSelf.task",
@@ -76,12 +71,7 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
         },
     ],
     ("spec", "release"): [
-        {
-            "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
-            "message": RELEASE_URI_NOT_S3,
-            "fieldPath": ".uri",
-            "reason": "FieldValueInvalid",
-        },
+        base.s3_rule("uri", RELEASE_URI_NOT_S3, optional=True),
         {
             "rule": "!has(self.uri) || !self.uri.startsWith('s3://') || "
             f"self.uri.matches({S3_URI!r})",
@@ -102,7 +92,7 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec", "task", "labels"): label_rules(),
 }
 for role in ("builder", "verifier", "detector"):
-    CEL_RULES[("spec", "backends", role)] = [
+    RULES[("spec", "backends", role)] = [
         {
             "rule": "self.kind != 'llm' || (has(self.model) && has(self.baseUrl))",
             "message": LLM_BACKEND_NEEDS_MODEL,
@@ -123,35 +113,25 @@ SET_LISTS = [
 ]
 
 
-def _add_cel(spec_schema: dict[str, Any]) -> None:
-    for path, rules in CEL_RULES.items():
-        base.node_at(spec_schema, path)["x-kubernetes-validations"] = rules
-    for path in SET_LISTS:
-        base.node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
-
-
 # kubectl get: the outcome at a glance; -o wide (priority 1) adds the defects found last.
-PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {"name": "Family", "type": "string", "jsonPath": ".spec.task.family"},
-    {"name": "Iteration", "type": "integer", "jsonPath": ".status.iteration"},
-    {"name": "Package", "type": "string", "jsonPath": ".status.packageUri"},
-    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
-    {
-        "name": "Defects",
-        "type": "string",
-        "jsonPath": ".status.defects[*].code",
-        "priority": 1,
-        "description": "codes of the defects the Issue Detector found in the last round",
-    },
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+COLUMNS = [
+    base.PHASE,
+    base.column("Family", ".spec.task.family"),
+    base.column("Iteration", ".status.iteration", "integer"),
+    base.column("Package", ".status.packageUri"),
+    base.MESSAGE,
+    base.column(
+        "Defects",
+        ".status.defects[*].code",
+        wide=True,
+        description="codes of the defects the Issue Detector found in the last round",
+    ),
+    base.AGE,
 ]
 
 
-def crd() -> dict[str, Any]:
-    spec_schema = base.model_schema(EnvironmentSpec)
-    _add_cel(spec_schema)
-    status_schema = base.model_schema(CoworkEnvironmentStatus)
+def _shape(spec_schema: dict[str, Any], status_schema: dict[str, Any]) -> None:
+    base.set_lists(spec_schema, SET_LISTS)
     loop = status_schema["properties"]["loop"]
     # opaque bookkeeping: keep every nested field (an additionalProperties schema would prune)
     status_schema["properties"]["loop"] = {
@@ -159,39 +139,22 @@ def crd() -> dict[str, Any]:
         "description": loop.get("description", ""),
         "x-kubernetes-preserve-unknown-fields": True,
     }
-    doc = base.document(
-        plural=PLURAL,
-        kind=KIND,
-        singular=SINGULAR,
-        short_name=SHORT_NAME,
-        generated_by="coworkgym_operator.environment.api.crd",
-        description="One environment synthesized by the build → execute "
-        "→ revise loop from a task spec.",
-        printer_columns=PRINTER_COLUMNS,
-        spec_schema=spec_schema,
-        status_schema=status_schema,
-    )
-    root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    # The only rule on metadata (CEL may read metadata.name): the operator derives Job,
-    # volume and label names from it, which Kubernetes bounds at 63 characters.
-    root["x-kubernetes-validations"] = [
-        {
-            "rule": f"size(self.metadata.name) <= {MAX_ENVIRONMENT_NAME} && "
-            f"self.metadata.name.matches({ENVIRONMENT_NAME!r})",
-            "message": NAME_RULE,  # names metadata.name itself (no fieldPath reaches it)
-            "reason": "FieldValueInvalid",
-        }
-    ]
-    return doc
 
 
-def render() -> str:
-    return base.render_document(crd())
-
-
-def main(argv: list[str]) -> int:
-    return base.sync(render(), TARGETS, argv)
-
+# The only rule on metadata (CEL may read metadata.name): the operator derives Job, volume
+# and label names from it, which Kubernetes bounds at 63 characters.
+NAME_RULES = [
+    {
+        "rule": f"size(self.metadata.name) <= {MAX_ENVIRONMENT_NAME} && "
+        f"self.metadata.name.matches({ENVIRONMENT_NAME!r})",
+        "message": NAME_RULE,  # names metadata.name itself (no fieldPath reaches it)
+        "reason": "FieldValueInvalid",
+    }
+]
+DEFINITION = base.Definition(
+    NAMES, __package__, DESCRIPTION, EnvironmentSpec, CoworkEnvironmentStatus, COLUMNS, RULES,
+    _shape, NAME_RULES,
+)  # fmt: skip
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(DEFINITION.main(sys.argv[1:]))

@@ -3,11 +3,11 @@ YAML specs, the CLI and the cluster); ``status`` is defined here."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from coworkgym.spec import KIND as KIND
 from coworkgym.spec import EnvironmentSpec
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status
+from coworkgym_operator.core.api import Condition, _Status, resource
 
 PLURAL = "coworkenvironments"
 SINGULAR = "coworkenvironment"
@@ -73,11 +73,4 @@ class CoworkEnvironmentStatus(_Status):
     )
 
 
-class CoworkEnvironment(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    apiVersion: str = f"{GROUP}/{VERSION}"  # Kubernetes field name
-    kind: str = KIND
-    metadata: dict[str, object] = Field(default_factory=dict)
-    spec: EnvironmentSpec
-    status: CoworkEnvironmentStatus | None = None
+CoworkEnvironment = resource(KIND, EnvironmentSpec, CoworkEnvironmentStatus)

@@ -1,5 +1,5 @@
-"""Generate the RolloutBatch CustomResourceDefinition from the pydantic models (api/batch.py),
-with the same structural conversion as the CoworkEnvironment CRD (api/crd.py).
+"""The RolloutBatch CustomResourceDefinition, generated from the pydantic models
+(rollouts/api/types.py) by the structural conversion every kind shares (core/crd.py).
 
     python -m coworkgym_operator.rollouts.api.crd            # rewrite crds/ and the chart's copy
     python -m coworkgym_operator.rollouts.api.crd --check    # exit 1 if either has drifted
@@ -32,13 +32,15 @@ from coworkgym_operator.rollouts.api.types import (
     RolloutBatchStatus,
 )
 
-TARGETS = [
-    base.REPO / "crds" / f"{BATCH_PLURAL}.yaml",
-    base.REPO / "charts" / "cowork-gym" / "crds" / f"{BATCH_PLURAL}.yaml",
-]
+SELECTIONS = ("selector", "names", "manifestUri")  # of spec.environments: one of them
 _NO_MODEL = "[" + ", ".join(f"'{h}'" for h in NO_MODEL_HARNESSES) + "]"
+NAMES = (BATCH_KIND, BATCH_PLURAL, BATCH_SINGULAR, BATCH_SHORT_NAME)
+DESCRIPTION = (
+    "Policies rolled out over released environments in isolated pods; trajectories "
+    "verified, filtered and stored."
+)
 
-CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
         {
             "rule": "self.environments == oldSelf.environments && self.policies == "
@@ -48,26 +50,10 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
         }
     ],
     ("spec", "environments"): [
-        {
-            "rule": "[has(self.selector), has(self.names), has(self.manifestUri)]"
-            ".filter(x, x).size() == 1",
-            "message": ONE_SELECTION,
-        },
-        {
-            "rule": "!has(self.manifestUri) || self.manifestUri.startsWith('s3://')",
-            "message": MANIFEST_NOT_S3,
-            "fieldPath": ".manifestUri",
-            "reason": "FieldValueInvalid",
-        },
+        base.one_of_rule(SELECTIONS, ONE_SELECTION),
+        base.s3_rule("manifestUri", MANIFEST_NOT_S3, optional=True),
     ],
-    ("spec", "output"): [
-        {
-            "rule": "self.uri.startsWith('s3://')",
-            "message": OUTPUT_NOT_S3,
-            "fieldPath": ".uri",
-            "reason": "FieldValueInvalid",
-        }
-    ],
+    ("spec", "output"): [base.s3_rule("uri", OUTPUT_NOT_S3)],
 }
 POLICY_RULES = [
     {
@@ -76,60 +62,29 @@ POLICY_RULES = [
         "reason": "FieldValueRequired",
     }
 ]
-SET_LISTS = [("spec", "environments", "names")]
 
 # kubectl get rb: progress at a glance; -o wide adds counts and the output.
-PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {
-        "name": "Done",
-        "type": "string",
-        "jsonPath": ".status.summary",
-        "description": "succeeded/invalid/total rollouts",
-    },
-    {"name": "Running", "type": "integer", "jsonPath": ".status.counts.running"},
-    {"name": "Kept", "type": "integer", "jsonPath": ".status.counts.kept"},
-    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
-    {
-        "name": "Pending",
-        "type": "integer",
-        "jsonPath": ".status.counts.pending",
-        "priority": 1,
-    },
-    {"name": "Output", "type": "string", "jsonPath": ".status.outputUri", "priority": 1},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+COLUMNS = [
+    base.PHASE,
+    base.column("Done", ".status.summary", description="succeeded/invalid/total rollouts"),
+    base.column("Running", ".status.counts.running", "integer"),
+    base.column("Kept", ".status.counts.kept", "integer"),
+    base.MESSAGE,
+    base.column("Pending", ".status.counts.pending", "integer", wide=True),
+    base.column("Output", ".status.outputUri", wide=True),
+    base.AGE,
 ]
 
 
-def crd() -> dict[str, Any]:
-    spec_schema = base.model_schema(RolloutBatchSpec)
-    for path, rules in CEL_RULES.items():
-        base.node_at(spec_schema, path)["x-kubernetes-validations"] = rules
+def _shape(spec_schema: dict[str, Any], _status: dict[str, Any]) -> None:
     policies = base.node_at(spec_schema, ("spec", "policies"))
     policies["items"]["x-kubernetes-validations"] = POLICY_RULES
-    for path in SET_LISTS:
-        base.node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
-    return base.document(
-        plural=BATCH_PLURAL,
-        kind=BATCH_KIND,
-        singular=BATCH_SINGULAR,
-        short_name=BATCH_SHORT_NAME,
-        generated_by="coworkgym_operator.rollouts.api.crd",
-        description="Policies rolled out over released environments "
-        "in isolated pods; trajectories verified, filtered and stored.",
-        printer_columns=PRINTER_COLUMNS,
-        spec_schema=spec_schema,
-        status_schema=base.model_schema(RolloutBatchStatus),
-    )
+    base.set_lists(spec_schema, [("spec", "environments", "names")])
 
 
-def render() -> str:
-    return base.render_document(crd())
-
-
-def main(argv: list[str]) -> int:
-    return base.sync(render(), TARGETS, argv)
-
+DEFINITION = base.Definition(
+    NAMES, __package__, DESCRIPTION, RolloutBatchSpec, RolloutBatchStatus, COLUMNS, RULES, _shape
+)
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(DEFINITION.main(sys.argv[1:]))

@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from coworkgym.rollout.filters.settings import FilterSettings
 from coworkgym.spec import SandboxSettings
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
 
 BATCH_KIND = "RolloutBatch"
 BATCH_PLURAL = "rolloutbatches"
@@ -331,15 +331,7 @@ class RolloutBatchStatus(_Status):
     message: str = Field("", description="The latest outcome or error, in a sentence.")
 
 
-class RolloutBatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    apiVersion: str = API_VERSION  # Kubernetes field name
-    kind: str = BATCH_KIND
-    metadata: dict[str, object] = Field(default_factory=dict)
-    spec: RolloutBatchSpec
-    status: RolloutBatchStatus | None = None
-
+RolloutBatch = resource(BATCH_KIND, RolloutBatchSpec, RolloutBatchStatus)
 
 __all__ = [
     "API_VERSION",

@@ -1,5 +1,5 @@
-"""Generate the TrainingRun CustomResourceDefinition from the pydantic models
-(api/training.py), with the same structural conversion as the other kinds (api/crd.py).
+"""The TrainingRun CustomResourceDefinition, generated from the pydantic models
+(training/api/types.py) by the structural conversion every kind shares (core/crd.py).
 
     python -m coworkgym_operator.training.api.crd            # rewrite crds/ and the chart's copy
     python -m coworkgym_operator.training.api.crd --check    # exit 1 if either has drifted
@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from coworkgym_operator.core import crd as base
+from coworkgym_operator.rollouts.api.crd import SELECTIONS
 from coworkgym_operator.rollouts.api.types import ONE_SELECTION
 from coworkgym_operator.training.api.types import (
     BATCH_BELOW_WORKERS,
@@ -41,10 +42,6 @@ from coworkgym_operator.training.api.types import (
     TrainingRunStatus,
 )
 
-TARGETS = [
-    base.REPO / "crds" / f"{TRAINING_PLURAL}.yaml",
-    base.REPO / "charts" / "cowork-gym" / "crds" / f"{TRAINING_PLURAL}.yaml",
-]
 _DEFAULT_BATCH = Hyperparameters.model_fields["batch_size"].default
 _ON_POLICY = "[" + ", ".join(f"'{o}'" for o in ON_POLICY) + "]"
 # Fields that may change on a live run are suspend, activeDeadlineSeconds and
@@ -67,8 +64,13 @@ _FROZEN = {"rule": "self == oldSelf", "message": SPEC_FROZEN}
 # Objects whose fields all have defaults: defaulted to {} (then filled in) by the API
 # server. A transition rule does not run when the old object had no value.
 _DEFAULTED_OBJECTS = ("selection", "hyperparameters", "resources")
+NAMES = (TRAINING_KIND, TRAINING_PLURAL, TRAINING_SINGULAR, TRAINING_SHORT_NAME)
+DESCRIPTION = (
+    "Post-training of a model (SFT, GRPO or on-policy distillation) on trajectories, run "
+    "as a KubeRay RayJob or a plain Job; checkpoints in S3."
+)
 
-CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
+RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
         {"rule": _FROZEN_RULE, "message": SPEC_FROZEN},
         {
@@ -114,78 +116,44 @@ CEL_RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
             "rule": "has(self.rolloutBatch) != has(self.uri)",
             "message": ONE_DATA_SOURCE,
         },
-        {
-            "rule": "!has(self.uri) || self.uri.startsWith('s3://')",
-            "message": DATA_NOT_S3,
-            "fieldPath": ".uri",
-            "reason": "FieldValueInvalid",
-        },
+        base.s3_rule("uri", DATA_NOT_S3, optional=True),
     ],
     ("spec", "rollout", "environments"): [
-        {
-            "rule": "[has(self.selector), has(self.names), has(self.manifestUri)]"
-            ".filter(x, x).size() == 1",
-            "message": ONE_SELECTION.replace("spec.environments", "spec.rollout.environments"),
-        }
+        base.one_of_rule(
+            SELECTIONS, ONE_SELECTION.replace("spec.environments", "spec.rollout.environments")
+        )
     ],
-    ("spec", "output"): [
-        {
-            "rule": "self.uri.startsWith('s3://')",
-            "message": OUTPUT_NOT_S3,
-            "fieldPath": ".uri",
-            "reason": "FieldValueInvalid",
-        }
-    ],
+    ("spec", "output"): [base.s3_rule("uri", OUTPUT_NOT_S3)],
 }
 
 # kubectl get tr: where the run is at a glance; -o wide adds the backend and checkpoint.
-PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {"name": "Objective", "type": "string", "jsonPath": ".spec.objective"},
-    {
-        "name": "Progress",
-        "type": "string",
-        "jsonPath": ".status.progress.summary",
-        "description": "optimizer steps done/planned; with rounds, the round r/N first",
-    },
-    {"name": "Loss", "type": "number", "jsonPath": ".status.metrics.loss"},
-    {"name": "Message", "type": "string", "jsonPath": ".status.message"},
-    {"name": "Backend", "type": "string", "jsonPath": ".status.backend", "priority": 1},
-    {"name": "Checkpoint", "type": "string", "jsonPath": ".status.checkpointUri", "priority": 1},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+COLUMNS = [
+    base.PHASE,
+    base.column("Objective", ".spec.objective"),
+    base.column(
+        "Progress",
+        ".status.progress.summary",
+        description="optimizer steps done/planned; with rounds, the round r/N first",
+    ),
+    base.column("Loss", ".status.metrics.loss", "number"),
+    base.MESSAGE,
+    base.column("Backend", ".status.backend", wide=True),
+    base.column("Checkpoint", ".status.checkpointUri", wide=True),
+    base.AGE,
 ]
 
 
-def crd() -> dict[str, Any]:
-    spec_schema = base.model_schema(TrainingRunSpec)
-    for path, rules in CEL_RULES.items():
-        base.node_at(spec_schema, path)["x-kubernetes-validations"] = list(rules)
+def _shape(spec_schema: dict[str, Any], _status: dict[str, Any]) -> None:
     for name in _DEFAULTED_OBJECTS:  # always there, so that their transition rule runs
         base.node_at(spec_schema, ("spec", name))["default"] = {}
     for name in _FROZEN_OBJECTS:
         node = base.node_at(spec_schema, ("spec", name))
         node["x-kubernetes-validations"] = [*node.get("x-kubernetes-validations", []), _FROZEN]
-    return base.document(
-        plural=TRAINING_PLURAL,
-        kind=TRAINING_KIND,
-        singular=TRAINING_SINGULAR,
-        short_name=TRAINING_SHORT_NAME,
-        generated_by="coworkgym_operator.training.api.crd",
-        description="Post-training of a model (SFT, GRPO or on-policy distillation) on "
-        "trajectories, run as a KubeRay RayJob or a plain Job; checkpoints in S3.",
-        printer_columns=PRINTER_COLUMNS,
-        spec_schema=spec_schema,
-        status_schema=base.model_schema(TrainingRunStatus),
-    )
 
 
-def render() -> str:
-    return base.render_document(crd())
-
-
-def main(argv: list[str]) -> int:
-    return base.sync(render(), TARGETS, argv)
-
+DEFINITION = base.Definition(
+    NAMES, __package__, DESCRIPTION, TrainingRunSpec, TrainingRunStatus, COLUMNS, RULES, _shape
+)
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(DEFINITION.main(sys.argv[1:]))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
 from coworkgym_operator.rollouts.api.types import (
     EnvironmentSelection,
     ResolvedEnvironment,
@@ -458,14 +458,7 @@ class TrainingRunStatus(_Status):
     message: str = Field("", description="The latest outcome or error, in a sentence.")
 
 
-class TrainingRun(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    apiVersion: str = API_VERSION  # Kubernetes field name
-    kind: str = TRAINING_KIND
-    metadata: dict[str, object] = Field(default_factory=dict)
-    spec: TrainingRunSpec
-    status: TrainingRunStatus | None = None
+TrainingRun = resource(TRAINING_KIND, TrainingRunSpec, TrainingRunStatus)
 
 
 __all__ = [
