@@ -18,6 +18,10 @@ import yaml
 from coworkgym_testbed.testbed import Testbed
 
 pytestmark = pytest.mark.testbed
+# No node runs pods here, so `helm uninstall` skips the pre-delete hook's Job (it would wait
+# for a pod that never starts); tests/testbed/test_docs_path.py runs it on the node, and
+# test_uninstall.py what it does.
+NO_NODE = ("--wait", "--no-hooks")
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cowork-gym"
@@ -109,7 +113,7 @@ def chart_crds(testbed: Testbed) -> None:
 def release(testbed: Testbed, testbed_namespace: str) -> Iterator[tuple[str, str]]:
     """A release name and namespace; uninstalled after the test if the test did not."""
     yield "gym", testbed_namespace
-    testbed.helm("uninstall", "gym", "-n", testbed_namespace, "--wait", check=False)
+    testbed.helm("uninstall", "gym", "-n", testbed_namespace, *NO_NODE, check=False)
 
 
 # ---- lint and render ---------------------------------------------------------------------
@@ -246,6 +250,39 @@ def test_the_values_reach_the_operator(testbed: Testbed, kube_version: str) -> N
     # Each replica's kopf priority comes from its pod name (a tie pauses all of them).
     script = container["command"][2]
     assert "--priority=" in script and "$$(" in script and script.startswith("exec python -m")
+
+
+def test_the_uninstall_hook_may_touch_the_four_kinds_only(
+    testbed: Testbed, kube_version: str
+) -> None:
+    docs = [
+        d
+        for d in render(testbed, kube_version)
+        if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "uninstall"
+    ]
+    assert sorted(d["kind"] for d in docs) == ["Job", "Role", "RoleBinding", "ServiceAccount"]
+    assert all(d["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete" for d in docs)
+    (rule,) = one(docs, "Role")["rules"]
+    assert rule == {
+        "apiGroups": ["coworkgym.dev"],
+        "resources": ["coworkenvironments", "rolloutbatches", "synthesiscampaigns", "trainingruns"],
+        "verbs": ["get", "list", "delete", "patch"],
+    }
+    pod = one(docs, "Job")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "demo-cowork-gym-uninstall"
+    assert pod["containers"][0]["command"] == [
+        "python", "-m", "coworkgym_operator.uninstall", "--namespace=gym", "--timeout=120",
+    ]  # fmt: skip
+    wide = render(testbed, kube_version, "--set", "operator.clusterWide=true",
+                  "--set", "uninstall.deleteResources=false")  # fmt: skip
+    job = next(d for d in by_kind(wide, "Job") if d["metadata"]["name"].endswith("-uninstall"))
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][3:] == [
+        "--all-namespaces", "--timeout=120", "--keep",
+    ]  # fmt: skip
+    assert any(d["metadata"]["name"] == "gym-demo-cowork-gym-uninstall"
+               for d in by_kind(wide, "ClusterRole"))  # fmt: skip
+    off = render(testbed, kube_version, "--set", "uninstall.hook=false")
+    assert not [d for d in off if d["metadata"]["name"].endswith("-uninstall")]
 
 
 # ---- the alert rules ---------------------------------------------------------------------
@@ -407,7 +444,7 @@ def test_install_creates_a_locked_down_operator(testbed: Testbed, release: tuple
         assert not can_i(testbed, sandbox, verb, resource, "-n", ns), (verb, resource)
 
     # Uninstall leaves nothing of the release behind (kopf's CRD stays on purpose).
-    testbed.helm("uninstall", name, "-n", ns, "--wait")
+    testbed.helm("uninstall", name, "-n", ns, *NO_NODE)
     left = testbed.kubectl(
         "get", "deployment,service,serviceaccount,role,rolebinding,networkpolicy,kopfpeering",
         "-n", ns, "-l", f"app.kubernetes.io/instance={name}", "-o", "name",
@@ -449,7 +486,7 @@ def test_cluster_wide_install(testbed: Testbed, release: tuple[str, str]) -> Non
             testbed, operator, "create", "customresourcedefinitions.apiextensions.k8s.io"
         )
 
-        testbed.helm("uninstall", name, "-n", ns, "--wait")
+        testbed.helm("uninstall", name, "-n", ns, *NO_NODE)
         assert not exists(testbed, "clusterrole", cluster_name)
         assert not exists(testbed, "clusterrolebinding", cluster_name)
         assert not exists(testbed, "clusterkopfpeering", fullname)
@@ -480,7 +517,7 @@ def test_first_install_brings_kopfs_crds_and_uninstall_keeps_them(
     testbed.helm("install", name, str(CHART), "-n", ns)
     assert all(exists(testbed, "crd", crd) for crd in KOPF_CRD_NAMES)
     assert exists(testbed, "kopfpeering", fullname, "-n", ns)
-    testbed.helm("uninstall", name, "-n", ns, "--wait")
+    testbed.helm("uninstall", name, "-n", ns, *NO_NODE)
     assert not exists(testbed, "kopfpeering", fullname, "-n", ns)
     assert all(exists(testbed, "crd", crd) for crd in KOPF_CRD_NAMES)  # shared: kept
 
@@ -533,9 +570,9 @@ def test_a_second_release_shares_the_peering_crd(
         testbed.helm("install", name, str(CHART), "-n", other)  # CRD owned by the first
         for where in (ns, other):
             assert exists(testbed, "kopfpeering", f"{name}-cowork-gym", "-n", where)
-        testbed.helm("uninstall", name, "-n", other, "--wait")
+        testbed.helm("uninstall", name, "-n", other, *NO_NODE)
     finally:
-        testbed.helm("uninstall", name, "-n", other, check=False)
+        testbed.helm("uninstall", name, "-n", other, *NO_NODE, check=False)
         testbed.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 

@@ -105,7 +105,7 @@ def installed(testbed: Testbed, testbed_namespace: str) -> Iterator[tuple[str, d
     (deployment,) = [d for d in manifest if d and d["kind"] == "Deployment"]
     yield ns, deployment["spec"]["template"]["spec"]["containers"][0]
     testbed.kubectl("delete", "coworkenvironment", "--all", "-n", ns, "--wait=false", check=False)
-    testbed.helm("uninstall", "ha", "-n", ns, check=False)
+    testbed.helm("uninstall", "ha", "-n", ns, "--no-hooks", check=False)  # no node: no hook pod
 
 
 def service_account_kubeconfig(testbed: Testbed, ns: str, account: str, path: Path) -> Path:

@@ -31,7 +31,12 @@ def operator_env(docs: list[Any]) -> dict[str, str]:
 
 
 def rules(docs: list[Any]) -> list[dict[str, Any]]:
-    role = next(d for d in docs if d["kind"] in ("Role", "ClusterRole"))
+    role = next(
+        d
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+        and d["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"
+    )
     found: list[dict[str, Any]] = role["rules"]
     return found
 

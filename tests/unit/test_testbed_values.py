@@ -71,11 +71,11 @@ def test_the_documented_commands_are_where_test_docs_path_reads_them() -> None:
     assert waits and waits[0].startswith("kubectl -n cowork-gym wait --for=condition=Complete ")
     assert waits[0].endswith("cwe/weather-report-two-turns")
     cleanup = docs_block("clean-up").splitlines()
-    # The environment goes before the operator (its finalizer needs a running operator).
-    assert cleanup[0].startswith("kubectl delete -f examples/specs/weather-report.yaml")
-    assert cleanup[1:] == [
-        "helm uninstall cowork-gym -n cowork-gym",
-        "kubectl delete namespace cowork-gym",
+    # helm uninstall's hook deletes the environment while the operator still runs (its
+    # finalizer needs one); the namespace then goes without waiting on anything.
+    assert cleanup == [
+        "helm uninstall cowork-gym -n cowork-gym --wait --timeout 5m",
+        "kubectl delete namespace cowork-gym --timeout=120s",
     ]
 
 
