@@ -246,6 +246,17 @@ def download_prefix(
     return count
 
 
+def upload_prefix(client: Any, folder: Path, bucket: str, key: str) -> int:
+    """Upload every file below ``folder`` to ``key/`` (download_prefix's mirror: the paths
+    below the folder are kept); returns how many were uploaded."""
+    count = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder).as_posix()
+        client.upload_file(str(path), bucket, f"{key}/{relative}" if key else relative)
+        count += 1
+    return count
+
+
 def make_s3_client() -> Any:
     import boto3
     from botocore.config import Config

@@ -76,4 +76,37 @@ def prepare_command(
     out.print(str(folder), soft_wrap=True)
 
 
+@app.command("upload")
+def upload_command(
+    name: Name,
+    uri: Annotated[str, typer.Argument(help="where the model folder goes: s3://bucket/prefix")],
+    cache: Cache = None,
+) -> None:
+    """Copy the prepared model folder to S3, where a TrainingRun's spec.model (or a
+    round's server) reads it: `cowork-gym pretrained upload smollm2-135m-instruct
+    s3://cowork-gym/models/smollm2-135m-instruct`. The endpoint and credentials come from
+    the environment (COWORKGYM_S3_ENDPOINT or AWS_ENDPOINT_URL, AWS_*)."""
+    from coworkgym.release import make_s3_client, split_s3_uri, upload_prefix
+
+    from .pretrained import prepared
+
+    folder = prepared(name, cache)
+    if folder is None:
+        console.print(
+            f"[red]cowork-gym pretrained upload: {escape(name)} is not prepared here; run "
+            f"`cowork-gym pretrained prepare {escape(name)} --fetch` first[/]",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
+    try:
+        bucket, key = split_s3_uri(uri)
+    except ValueError:
+        console.print(
+            f"[red]cowork-gym pretrained upload: give s3://bucket/prefix, not {escape(uri)}[/]"
+        )
+        raise typer.Exit(2) from None
+    count = upload_prefix(make_s3_client(), folder, bucket, key)
+    out.print(f"{count} files → {uri}", soft_wrap=True)
+
+
 __all__ = ["app"]
