@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from coworkgym.cli import app
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.rollout import patching
 from coworkgym.rollout.engine import RolloutEngine
@@ -151,3 +154,12 @@ def test_the_user_is_asked_with_ask_user_and_a_reply_without_calls_ends_the_turn
     assert [i.kind for i in trajectory.interventions] == ["answer"]
     assert trajectory.usage.malformed_tool_calls == 1
     assert trajectory.reward is not None and trajectory.reward < 1.0
+
+
+def test_the_command_knows_the_harness_and_wants_an_endpoint_for_it(tmp_path: Path) -> None:
+    call = ["rollout", str(tmp_path), "--model", "m", "--out", str(tmp_path / "o")]
+    unserved = CliRunner().invoke(app, [*call, "--harness", HARNESS])
+    assert unserved.exit_code == 2
+    assert "shell-patch harness needs --base-url" in " ".join(
+        unserved.output.replace("│", " ").split()
+    )
