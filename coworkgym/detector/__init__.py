@@ -23,11 +23,13 @@ from ..runtime.local import LocalRuntime
 from .audit import audit
 from .defects import CATALOGUE, Defect, DefectCode
 from .harbor_lint import harbor_lint
+from .partial_work import PARTIAL_WORK_BOUND
 from .review import ExecutionReview, ReviewStats
 from .task_image import ImageSettings, ImageUnavailable, placement, verifier_content_in_image
 
 __all__ = [
     "CATALOGUE",
+    "PARTIAL_WORK_BOUND",
     "Defect",
     "DefectCode",
     "DetectorReport",
@@ -75,6 +77,8 @@ class DetectorReport:
             "states_probed": self.stats.states_probed,
             "solution_runs": self.stats.solution_runs,
             "outputs": self.stats.outputs,
+            "partial_work": self.stats.partial_work,
+            "partial_skipped": self.stats.partial_skipped,
             "harbor_lint_ran": self.harbor_lint_ran,
             "image": self.image,
             "image_cached": self.image_cached,
@@ -88,10 +92,12 @@ class IssueDetector:
         runtime: LocalRuntime | None = None,
         run_harbor_lint: bool = True,
         images: ImageSettings | None = None,
+        partial_bound: float = PARTIAL_WORK_BOUND,
     ) -> None:
         self._runtime = runtime
         self.run_harbor_lint = run_harbor_lint
         self.images = images or ImageSettings()
+        self.partial_bound = partial_bound  # the most a verifier may pay for partial work
 
     @property
     def runtime(self) -> LocalRuntime:
@@ -150,7 +156,7 @@ class IssueDetector:
                 elif place.note is not None:
                     report.defects.append(_unsupported(place.note))
                 started = time.perf_counter()
-                review = ExecutionReview(pkg, place.runtime, place.image)
+                review = ExecutionReview(pkg, place.runtime, place.image, self.partial_bound)
                 report.defects += review.run()
         except ImageUnavailable as exc:
             report.could_not_run = str(exc)

@@ -331,7 +331,6 @@ def patches(pkg: EnvironmentPackage) -> Iterable[Defect]:
     instruction = " ".join(pkg.instruction.split()).casefold()
     for patch in pkg.patches:
         sources = pkg.patch_files(patch.turn)
-        invalidated: set[str] = set()
         news = (
             patch.kind == "requirement_changed"
             and " ".join(patch.message.split()).casefold() not in instruction
@@ -347,14 +346,13 @@ def patches(pkg: EnvironmentPackage) -> Iterable[Defect]:
             new = sources.get(update.source or "", None)
             if update.op == "delete" or (new is not None and new != s0.get(update.path)):
                 news = True
-            invalidated |= pkg.artifacts.dependents(update.path)
         if not news:
             yield Defect.of(
                 DefectCode.PATCH_NO_NEW_INFORMATION,
                 f"turn {patch.turn} changes no input and states no new requirement",
                 turn=patch.turn,
             )
-        missing = sorted(invalidated - set(patch.invalidates))
+        missing = pkg.artifacts.unlisted_invalidations(patch)
         if missing:
             yield Defect.of(
                 DefectCode.PATCH_INVALIDATION_MISSING,

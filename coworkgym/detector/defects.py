@@ -41,6 +41,10 @@ class DefectCode(StrEnum):
     ACCEPTS_SHORTCUT = "ACCEPTS_SHORTCUT"
     ACCEPTS_STALE_RESULT = "ACCEPTS_STALE_RESULT"
     ACCEPTS_DAMAGED_INPUTS = "ACCEPTS_DAMAGED_INPUTS"
+    ACCEPTS_BLANK_TEXT = "ACCEPTS_BLANK_TEXT"
+    PARTIAL_CREDIT_STALE = "PARTIAL_CREDIT_STALE"
+    PARTIAL_CREDIT_MISSING = "PARTIAL_CREDIT_MISSING"
+    RUBRIC_UNJUDGED = "RUBRIC_UNJUDGED"
     LABELS_MISMATCH = "LABELS_MISMATCH"
     ANSWER_AMBIGUOUS = "ANSWER_AMBIGUOUS"
     USER_GIVES_AWAY_TRAP = "USER_GIVES_AWAY_TRAP"
@@ -76,6 +80,20 @@ CATALOGUE: dict[DefectCode, tuple[Owner, str]] = {
     DefectCode.ACCEPTS_SHORTCUT: ("verifier", "a shortcut state is not rejected"),
     DefectCode.ACCEPTS_STALE_RESULT: ("verifier", "results from before a user patch still pass"),
     DefectCode.ACCEPTS_DAMAGED_INPUTS: ("verifier", "altering the inputs goes unpunished"),
+    DefectCode.ACCEPTS_BLANK_TEXT: ("verifier", "deliverables with all free text blank still pass"),
+    DefectCode.PARTIAL_CREDIT_STALE: (
+        "verifier",
+        "a state that ignores a later user turn (its new input, its changed requirement) "
+        "scores above the partial-work bound",
+    ),
+    DefectCode.PARTIAL_CREDIT_MISSING: (
+        "verifier",
+        "a state with one deliverable missing scores above the partial-work bound",
+    ),
+    DefectCode.RUBRIC_UNJUDGED: (
+        "verifier",
+        "(warning) only a rubric item, not judged in the review, could fail a partial state",
+    ),
     DefectCode.LABELS_MISMATCH: ("builder", "a taxonomy label does not describe the task"),
     DefectCode.ANSWER_AMBIGUOUS: ("builder", "the instruction leaves a checked value open"),
     DefectCode.USER_GIVES_AWAY_TRAP: ("builder", "the scripted user gives a task's trap away"),

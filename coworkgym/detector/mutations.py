@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,152 @@ def empty(path: Path) -> str:
 
 Corruption = Callable[[Path], str]
 CORRUPTIONS: dict[str, Corruption] = {"wrong_values": wrong_values, "garbled": garble}
+
+
+# ---- blank free text ------------------------------------------------------------------
+# A field whose name says it holds prose (a reason, a note), or a value that reads as a
+# sentence: what an agent that skips the explaining would leave empty.
+PROSE_NAME = re.compile(
+    r"reason|rationale|explanation|justification|comment|note|remark|why|summary|"
+    r"description|message|body|detail",
+    re.IGNORECASE,
+)
+PROSE_LINE_WORDS = 6  # a markdown/text/docx line of at least this many words is prose
+WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def is_free_text(value: str, name: str | None = None) -> bool:
+    """Prose: a value under a prose-like name with a word in it, or four words or more."""
+    words = WORD.findall(value)
+    if name is not None and PROSE_NAME.search(name) and words:
+        return True
+    return len(value.split()) >= 5 and len(words) >= 4
+
+
+def _blank_json(node: Any, name: str | None, count: list[int]) -> Any:
+    if isinstance(node, str) and is_free_text(node, name):
+        count[0] += 1
+        return ""
+    if isinstance(node, list):
+        return [_blank_json(x, name, count) for x in node]
+    if isinstance(node, dict):
+        return {k: _blank_json(v, str(k), count) for k, v in node.items()}
+    return node
+
+
+def _prose_columns(rows: list[list[Any]]) -> list[int]:
+    """Columns named like prose, or whose filled cells are mostly sentences."""
+    header = [str(h or "") for h in rows[0]]
+    found = []
+    for index, name in enumerate(header):
+        cells = [r[index] for r in rows[1:] if index < len(r) and isinstance(r[index], str)]
+        filled = [c for c in cells if c.strip()]
+        if not filled:
+            continue
+        prose = [c for c in filled if is_free_text(c, name)]
+        if (PROSE_NAME.search(name) and prose) or len(prose) * 2 > len(filled):
+            found.append(index)
+    return found
+
+
+def _blank_csv(path: Path) -> int:
+    import csv
+
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    rows: list[list[Any]] = list(csv.reader(io.StringIO(text)))
+    if len(rows) < 2:
+        return 0
+    count = 0
+    for index in _prose_columns(rows):
+        for row in rows[1:]:
+            if index < len(row) and row[index].strip():
+                row[index] = ""
+                count += 1
+    if count:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(rows)
+        path.write_text(out.getvalue())
+    return count
+
+
+def _blank_xlsx(path: Path) -> int:
+    import openpyxl
+
+    workbook = openpyxl.load_workbook(path)
+    count = 0
+    for sheet in workbook.worksheets:
+        rows = [list(r) for r in sheet.iter_rows(values_only=True)]
+        if len(rows) < 2:
+            continue
+        for index in _prose_columns(rows):
+            for row in sheet.iter_rows(min_row=2, min_col=index + 1, max_col=index + 1):
+                cell = row[0]
+                if isinstance(cell.value, str) and cell.value.strip():
+                    cell.value = None
+                    count += 1
+    if count:
+        buffer = io.BytesIO()
+        workbook.save(buffer)
+        path.write_bytes(buffer.getvalue())
+    return count
+
+
+def _is_prose_line(line: str) -> bool:
+    stripped = line.strip()
+    if not stripped or stripped.startswith(("#", "|", "```")):
+        return False  # headings, table rows and code keep the document's shape
+    label, colon, rest = stripped.partition(":")
+    if colon and len(label.split()) <= 4 and len(rest.split()) < PROSE_LINE_WORDS:
+        return False  # a "label: value" line
+    return len(WORD.findall(stripped)) >= PROSE_LINE_WORDS
+
+
+def _blank_docx(path: Path) -> int:
+    import docx
+
+    document = docx.Document(str(path))
+    count = 0
+    paragraphs = list(document.paragraphs)
+    for table in document.tables:
+        for row in table.rows:
+            for cell in row.cells:
+                paragraphs += cell.paragraphs
+    for paragraph in paragraphs:
+        if _is_prose_line(paragraph.text):
+            for run in paragraph.runs:
+                run.text = ""
+            count += 1
+    if count:
+        document.save(str(path))
+    return count
+
+
+def blank_free_text(path: Path) -> int:
+    """Empty every free-text field of a deliverable (JSON strings, CSV/XLSX prose columns,
+    prose lines of a document), keeping its structure; returns how many were emptied."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".xlsx", ".docx") and zip_problem(path.name, path.read_bytes()):
+            return 0  # never inflated here
+        if suffix == ".json":
+            found = [0]
+            blanked = _blank_json(loads_bounded(path.read_bytes()), None, found)
+            if found[0]:
+                path.write_text(json.dumps(blanked, indent=2))
+            return found[0]
+        if suffix == ".csv":
+            return _blank_csv(path)
+        if suffix == ".xlsx":
+            return _blank_xlsx(path)
+        if suffix == ".docx":
+            return _blank_docx(path)
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile):
+        return 0  # a deliverable this cannot read is not free text to blank
+    if suffix not in (".md", ".txt"):
+        return 0
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    kept = ["\n" if _is_prose_line(line) else line for line in lines]
+    count = sum(1 for old, new in zip(lines, kept, strict=True) if old != new)
+    if count:
+        path.write_text("".join(kept))
+    return count

@@ -4,6 +4,9 @@ The reference completion must pass; the untouched workspace, missing, corrupted 
 shortcut deliverables, damaged inputs, a forged grader in the agent's workspace and
 (multi-turn) results computed before a user patch must all fail. Thresholds come from the
 verifier spec's scoring (Harbor tasks: a reward of 1.0 passes, anything under 0.5 fails).
+A Cowork package's verifier must also not pay for partial work (``partial_work``): stale
+states (a later turn ignored, a new input unused, a changed requirement not applied) and
+one-deliverable-missing states score at most ``PARTIAL_WORK_BOUND``, blank free text fails.
 
 A Harbor multi-step task runs as Harbor runs it: each step's ``workdir/`` and ``setup.sh``,
 then its oracle, then its verifier, in order; the trial reward is the per-key mean over the
@@ -42,7 +45,17 @@ from .audit import is_private
 from .defects import Defect, DefectCode
 from .environment_limits import Phase, unreproduced
 from .grader_tamper import forge, grader_candidates
-from .mutations import CORRUPTIONS, empty, remove
+from .mutations import CORRUPTIONS, blank_free_text, empty, remove
+from .partial_work import (
+    PARTIAL_WORK_BOUND,
+    Rung,
+    StalePlan,
+    blank_rungs,
+    missing_rungs,
+    rubric_over,
+    stale_plans,
+    stale_rungs,
+)
 
 
 class CouldNotRun(Exception):
@@ -56,6 +69,9 @@ class ReviewStats:
     solution_runs: int = 0
     reference_reward: float | None = None
     outputs: list[str] = field(default_factory=list)
+    # partial-work states judged (label → reward), and those that could not be built (why)
+    partial_work: dict[str, float | None] = field(default_factory=dict)
+    partial_skipped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,12 +88,18 @@ class Thresholds:
 
 class ExecutionReview:
     def __init__(
-        self, pkg: EnvironmentPackage, runtime: LocalRuntime, image: MountedImage | None = None
+        self,
+        pkg: EnvironmentPackage,
+        runtime: LocalRuntime,
+        image: MountedImage | None = None,
+        partial_bound: float = PARTIAL_WORK_BOUND,
     ) -> None:
         self.pkg = pkg
         self.runtime = runtime
         self.image = image  # the task's built image, which the runtime's sandbox runs in
         self.limits = Thresholds.of(pkg)
+        self.partial_bound = partial_bound
+        self.after_turn: list[Path] = []  # the reference after turns 0..N-1 (multi-turn)
         self.stats = ReviewStats()
         self.defects: list[Defect] = []
         self.root = Path(tempfile.mkdtemp(prefix="cwg-review-"))
@@ -139,7 +161,20 @@ class ExecutionReview:
         self, workspace: Path, label: str, code: DefectCode, bar: float, **evidence: object
     ) -> None:
         """Queue a controlled failure; ``flush`` scores the queue and judges each."""
-        self.queue.append(_Probe(workspace, label, code, bar, evidence))
+        self.queue.append(_Probe(workspace, label, (Rung(code, bar),), evidence))
+
+    def must_not_pay(
+        self,
+        workspace: Path,
+        label: str,
+        rungs: tuple[Rung, ...],
+        rubric: list[str] | None = None,
+        **evidence: object,
+    ) -> None:
+        """Queue a partial-work state: the first rung its reward reaches is the defect;
+        ``rubric``: the unjudged rubric items that might fail it instead of code."""
+        probe = _Probe(workspace, label, rungs, evidence, partial=True, rubric=rubric or [])
+        self.queue.append(probe)
 
     def flush(self, reference: Path | None = None) -> None:
         """Score the queued probes (with the reference completion first, when given: it
@@ -159,15 +194,28 @@ class ExecutionReview:
                 self._judge(probe, outcome)
 
     def _judge(self, probe: _Probe, outcome: VerifyOutcome) -> None:
-        if outcome.reward is None or outcome.reward < probe.bar:
+        if probe.partial:
+            self.stats.partial_work[probe.label] = outcome.reward
+        if outcome.reward is None:
             return
-        message = f"the {probe.label} workspace scores {outcome.reward:.3f} (must be < {probe.bar})"
+        rung = next((r for r in probe.rungs if r.reached(outcome.reward)), None)
+        if rung is None:
+            return
+        must = f"≤ {rung.bar}" if rung.strict else f"< {rung.bar}"
+        message = f"the {probe.label} workspace scores {outcome.reward:.3f} (must be {must})"
         scores = outcome.component_scores()
         found = {"state": probe.label, "reward": outcome.reward, "components": scores}
         found |= probe.evidence
         if len(outcome.rewards) > 1:
             found["rewards"] = outcome.rewards
-        self.defects.append(Defect.with_evidence(probe.code, message, found))
+        if rung.code == DefectCode.ACCEPTS_BLANK_TEXT and probe.rubric:
+            # free text is what a rubric may judge; no judge runs here, so flag, don't fail
+            found["rubric_items"] = probe.rubric
+            message += f"; only the rubric items {probe.rubric} could fail it, and no judge ran"
+            flag = Defect.with_evidence(DefectCode.RUBRIC_UNJUDGED, message, found)
+            self.defects.append(flag.model_copy(update={"severity": "warning"}))
+            return
+        self.defects.append(Defect.with_evidence(rung.code, message, found))
 
     # ---- the review -----------------------------------------------------------------
     def run(self) -> list[Defect]:
@@ -229,7 +277,8 @@ class ExecutionReview:
         self.must_fail(final_inputs, "untouched", DefectCode.ACCEPTS_UNTOUCHED, self.limits.failing)
         self._probe(reference, final_inputs, outputs)
         self._damaged_inputs(reference)
-        self._stale(s0)
+        self._stale(reference, outputs)
+        self._blank_text(reference, outputs)
         self.flush(reference)
 
     def _probe(self, reference: Path, inputs: Path, outputs: list[str]) -> None:
@@ -388,7 +437,17 @@ class ExecutionReview:
                 )
 
     def _solve(self, workspace: Path) -> bool:
-        results = self.runtime.run_reference(self.pkg, workspace, self.workdir)
+        """The reference completion, turn by turn (as ``run_reference``), keeping a copy of
+        the workspace after each turn but the last: where the stale states start."""
+        results = []
+        for turn in range(len(self.pkg.patches) + 1):
+            if turn > 0:
+                apply_patch(self.pkg, turn, workspace)
+            results.append(self.runtime.run_solution(self.pkg, workspace, self.workdir, turn))
+            if not results[-1].ok:
+                break
+            if turn < len(self.pkg.patches):
+                self.after_turn.append(copy_tree(workspace, self.root / f"after-turn-{turn}"))
         self.stats.solution_runs += len(results)
         if results and results[-1].ok and len(results) == len(self.pkg.patches) + 1:
             return True
@@ -490,7 +549,13 @@ class ExecutionReview:
         bar = self.limits.passing
         with self.variant(reference, "missing") as ws:
             remove(ws / rel)
-            self.must_fail(ws, f"{rel}-missing", DefectCode.ACCEPTS_MISSING_ARTIFACT, bar, file=rel)
+            if self.pkg.is_cowork:
+                rungs = missing_rungs(bar, self.partial_bound)
+                self.must_not_pay(ws, f"{rel}-missing", rungs, file=rel)
+            else:  # a plain Harbor task's reward is its own: it must only not pass
+                self.must_fail(
+                    ws, f"{rel}-missing", DefectCode.ACCEPTS_MISSING_ARTIFACT, bar, file=rel
+                )
         for name, corrupt in CORRUPTIONS.items():
             with self.variant(reference, name) as ws:
                 how = corrupt(ws / rel)
@@ -539,29 +604,72 @@ class ExecutionReview:
                     file=artifact.path,
                 )
 
-    def _stale(self, s0: Path) -> None:
-        """Multi-turn: deliverables computed before the user's patches must not pass after."""
-        if not self.pkg.patches:
+    # ---- partial work (Cowork packages) -------------------------------------------------
+    def _stale(self, reference: Path, outputs: list[str]) -> None:
+        """Multi-turn: each later turn ignored, each new input unused, each changed
+        requirement not applied must score at most the partial-work bound (and not pass)."""
+        if not self.pkg.patches or len(self.after_turn) != len(self.pkg.patches):
             return
-        stale = copy_tree(s0, self.root / "stale")
-        results = self.runtime.run_reference(self.pkg, stale, self.workdir, upto_turn=0)
-        self.stats.solution_runs += len(results)
-        if not results[-1].ok:
-            return
-        for patch in self.pkg.patches:
-            apply_patch(self.pkg, patch.turn, stale)
-        self.must_fail(
-            stale, "stale-after-patches", DefectCode.ACCEPTS_STALE_RESULT, self.limits.passing
+        seen = {self._deliverables(reference, outputs): "the reference's"}
+        rungs = stale_rungs(self.limits.passing, self.partial_bound)
+        for plan in stale_plans(self.pkg):
+            with self.variant(self.after_turn[plan.turn - 1], "stale") as ws:
+                why = self._carry(plan, ws)
+                same = seen.get(self._deliverables(ws, outputs)) if why is None else None
+                if same is not None:  # no partial work, or a state already judged
+                    why = f"its deliverables are {same}"
+                if why is not None:
+                    self.stats.partial_skipped[plan.label] = why
+                    continue
+                seen[self._deliverables(ws, outputs)] = plan.label + "'s"
+                self.must_not_pay(ws, plan.label, rungs, turn=plan.turn, how=plan.what)
+
+    def _carry(self, plan: StalePlan, ws: Path) -> str | None:
+        """Play the later turns on ``ws`` as ``plan`` says; None, or why it could not."""
+        last = len(self.pkg.patches)
+        for turn in range(plan.turn, last + 1):
+            if turn != plan.held_back:
+                apply_patch(self.pkg, turn, ws)
+            if not plan.solve:
+                continue
+            as_turn = turn if plan.solve_as is None else plan.solve_as
+            solved = self.runtime.run_solution(self.pkg, ws, self.workdir, as_turn)
+            self.stats.solution_runs += 1
+            if not solved.ok:
+                return f"the solution failed as turn {as_turn}: {solved.describe()[:200]}"
+        if plan.held_back is not None:
+            for turn in range(plan.held_back, last + 1):  # the newest inputs, in turn order
+                apply_patch(self.pkg, turn, ws)
+        return None
+
+    def _deliverables(self, workspace: Path, outputs: list[str]) -> tuple[bytes | None, ...]:
+        return tuple(
+            content_key((workspace / rel).read_bytes()) if (workspace / rel).is_file() else None
+            for rel in outputs
         )
+
+    def _blank_text(self, reference: Path, outputs: list[str]) -> None:
+        """Every free-text field of the deliverables emptied must not pass."""
+        if not self.pkg.is_cowork or not outputs:
+            return
+        with self.variant(reference, "blank-text") as ws:
+            blanked = {rel: n for rel in outputs if (n := blank_free_text(ws / rel))}
+            if not blanked:
+                self.stats.partial_skipped["blank-free-text"] = "no free text in the deliverables"
+                return
+            rubric = rubric_over(self.pkg, list(blanked))
+            rungs = blank_rungs(self.limits.passing)
+            self.must_not_pay(ws, "blank-free-text", rungs, rubric, blanked=blanked)
 
 
 @dataclass
 class _Probe:
     workspace: Path
     label: str
-    code: DefectCode
-    bar: float
+    rungs: tuple[Rung, ...]
     evidence: dict[str, object]
+    partial: bool = False  # a partial-work state: its reward is recorded in the stats
+    rubric: list[str] = field(default_factory=list)
 
 
 def tree_key(root: Path) -> str:

@@ -194,11 +194,14 @@ def input_artifacts(formats: Mapping[str, Format]) -> list[Artifact]:
     return [Artifact(path=p, role="input", format=f) for p, f in formats.items()]
 
 
-def output_artifacts(formats: Mapping[str, Format], depends_on: Iterable[str]) -> list[Artifact]:
-    """Output artifacts, path → format, each depending on ``depends_on``."""
+def output_artifacts(
+    formats: Mapping[str, Format], depends_on: Iterable[str], *, in_place: bool = False
+) -> list[Artifact]:
+    """Output artifacts, path → format, each depending on ``depends_on``; ``in_place``: files
+    of s0 the task edits where they stand."""
     sources = list(depends_on)
     return [
-        Artifact(path=p, role="output", format=f, depends_on=list(sources))
+        Artifact(path=p, role="output", format=f, depends_on=list(sources), in_place=in_place)
         for p, f in formats.items()
     ]
 
@@ -255,10 +258,26 @@ def verifier_output(
     extra: Mapping[str, bytes] | None = None,
 ) -> VerifierOutput:
     """The verifier with private copies of ``inputs`` (under ``tests/inputs/``) and ``extra``
-    private files (check scripts, expectations)."""
+    private files (check scripts, expectations), its content checks made gates."""
     private = {f"inputs/{p}": c for p, c in inputs.items()}
     private.update(extra or {})
-    return VerifierOutput(spec=spec, private_files=private)
+    return VerifierOutput(spec=gated(spec), private_files=private)
+
+
+# Checks of a deliverable's shape, not of what it says: they stay plain weighted components.
+SHAPE_CHECKS = frozenset({"file_exists", "file_absent", "table_columns", "json_schema"})
+
+
+def gated(spec: VerifierSpec) -> VerifierSpec:
+    """Every content check a gate (``Component.gate``): a deliverable missing, a value left
+    stale by an ignored user turn, anything not right scales the reward by the spec's
+    ``gate_scale`` (0.5), so partial work never earns more than that share — what the Issue
+    Detector's partial-work states require. Shape checks keep their plain partial credit."""
+    components = [
+        c if c.check.type in SHAPE_CHECKS else c.model_copy(update={"gate": True})
+        for c in spec.components
+    ]
+    return spec.model_copy(update={"components": components})
 
 
 # ---- open readings ----------------------------------------------------------------------
@@ -321,6 +340,7 @@ __all__ = [
     "check_scripts",
     "expectations",
     "fill_template",
+    "gated",
     "input_artifacts",
     "input_turn",
     "inputs_unmodified",

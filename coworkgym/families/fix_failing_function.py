@@ -323,7 +323,7 @@ class FixFailingFunction(TaskFamily):
             ),
             inputs=input_artifacts({TESTS: "py", DATA: "csv"}),
             outputs=[
-                *output_artifacts({MODULE: "py"}, [TESTS, DATA]),
+                *output_artifacts({MODULE: "py"}, [TESTS, DATA], in_place=True),
                 *output_artifacts({FIXES: "md"}, [MODULE, TESTS]),
             ],
             turns=turns,

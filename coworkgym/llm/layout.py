@@ -96,6 +96,8 @@ def load_builder(root: Path, spec: EnvironmentSpec, iteration: int) -> BuilderOu
             if update.source is not None and update.source not in turn.files:
                 where = f"patches/turn-{turn.patch.turn:02d}"
                 problems.append(f"{where}/patch.json: source {update.source} not in files/")
+    if artifacts is not None:
+        problems += outputs_in_s0(artifacts, workspace) + unlisted_invalidations(artifacts, turns)
     if problems or meta is None or user is None or artifacts is None or interfaces is None:
         raise LayoutError(problems)
     labels = spec.task.labels
@@ -126,6 +128,34 @@ def load_builder(root: Path, spec: EnvironmentSpec, iteration: int) -> BuilderOu
         turns=turns,
         agent_timeout_sec=meta.agent_timeout_sec,
     )
+
+
+def outputs_in_s0(artifacts: ArtifactGraph, workspace: dict[str, bytes]) -> list[str]:
+    """A declared output already in s0 (whole or partial) is work the agent never does; only
+    an output declared ``in_place`` (a file the task edits where it stands) belongs there."""
+    return [
+        f"workspace/{a.path}: the declared output {a.path} is already in s0; the agent must "
+        "produce it, so remove it from workspace/ (an output the task edits where it stands "
+        'is declared with "in_place": true)'
+        for a in artifacts.outputs
+        if a.path in workspace and not a.in_place
+    ]
+
+
+def unlisted_invalidations(artifacts: ArtifactGraph, turns: list[UserTurn]) -> list[str]:
+    """A turn that changes an input must list every artifact depending on it (artifacts.json
+    ``depends_on``, transitively) in ``invalidates``."""
+    problems = []
+    for turn in turns:
+        missing = artifacts.unlisted_invalidations(turn.patch)
+        if missing:
+            changed = ", ".join(u.path for u in turn.patch.updates)
+            problems.append(
+                f"patches/turn-{turn.patch.turn:02d}/patch.json: invalidates: misses "
+                f"{', '.join(missing)} (computed from {changed}, which this turn changes, "
+                "by depends_on in artifacts.json); list them"
+            )
+    return problems
 
 
 def export_builder(

@@ -50,7 +50,9 @@ verifier; another role, which you never see, writes the verifier from your outpu
   did not state), knowledge_boundary (what the user does not know and must not invent),
   signal_plan (when the user volunteers which private fact), tone.
 - `artifacts.json` — every input (role "input") and deliverable (role "output") with its
-  format and `depends_on` (which inputs each output is computed from).
+  format and `depends_on` (which inputs each output is computed from). An output the task
+  edits where it stands (code to fix, a document to revise) is in s0 on purpose: declare
+  it `"in_place": true`.
 - `interfaces.json` — optional: only the tools the task needs (default: all five file and
   shell tools, no network).
 - `patches/turn-NN/patch.json` and `patches/turn-NN/files/…` — one folder per later user
@@ -59,7 +61,8 @@ verifier; another role, which you never see, writes the verifier from your outpu
   `source` is a file under that turn's files/), or a changed requirement
   ("requirement_changed") stated in the message. Never split the first request into steps.
   Updates may only touch declared inputs, and `invalidates` must list every output that
-  depends on a changed input.
+  depends on a changed input (by `depends_on` in artifacts.json, transitively): `submit`
+  refuses a patch that misses one, naming it.
 
 ## Rules
 1. Ground the reference solution by executing it. /app is your scratch copy of the agent's
@@ -67,8 +70,9 @@ verifier; another role, which you never see, writes the verifier from your outpu
    /build/solve.sh`, then inspect what it produced. For later turns apply the patch's files
    to /app and run with COWORK_TURN=N. Fix solve.sh until every declared output exists and
    is right.
-2. Restore s0: `workspace/` must hold only the initial inputs. Never leave a deliverable,
-   an intermediate result or the solution in it.
+2. Restore s0: `workspace/` must hold only the initial inputs. Never leave a deliverable
+   (not even a partial or empty one), an intermediate result or the solution in it:
+   `submit` refuses a declared output found in workspace/ unless it is `in_place`.
 3. No leakage: expected answers, computed totals, the solution, latent goals and later turns'
    messages must not appear in instruction.md or in workspace/ files other than the raw
    inputs themselves.
@@ -142,6 +146,13 @@ from untouched, incomplete, malformed and shortcut states.
 - `/verifier/inputs/…` — private copies of the inputs your checks recompute from (copy them
   from /builder/final_inputs/); they land under tests/inputs/, so an `aggregate` source path
   is `inputs/<path>`.
+- Custom check scripts: any other file under /verifier lands under tests/ too. Write a
+  script at, say, /verifier/checks/reasons.py and name it `"script": "checks/reasons.py"`
+  (relative to /verifier, i.e. tests/; a `command` check runs it as /tests/checks/…). It
+  runs with python3 (stdlib, openpyxl, python-docx), gets the workspace directory as
+  argv[1] (files beside the script: `Path(__file__).parent`), and must print one JSON line last:
+  {"score": 0..1, "evidence": "…"}. A crash or no score makes the whole verification
+  invalid, not 0: a missing or malformed deliverable must print score 0.
 
 ## Method — for every requirement in instruction.md and in each later turn's message:
 requirement → success condition → observable evidence (a file, a cell, a key) → a check (or
@@ -155,12 +166,31 @@ a rubric item when only judgement can tell) → a weight by importance.
    (`file_exists`) last and with a small weight — it never counts as meaningful.
 4. At least three meaningful components, weights reflecting importance. Add `rubric` items
    (criterion + evidence_paths) only for qualities code cannot check.
-5. Self-validate with `try_verifier`: the reference completion must score at least the
+5. Partial work must not pay. The Issue Detector builds these states from the reference
+   and rejects a verifier that scores a stale or a missing state above 0.5, or passes blank
+   free text: every later user turn ignored (its new input present but unused, its changed
+   requirement not applied), each deliverable missing in turn, every free-text field (a
+   reason, a note) emptied. Mark the checks of each deliverable's content and of each later
+   turn's change `"gate": true` (any gate below 1 multiplies the reward by
+   scoring.gate_scale, 0.5); check free text in code (a `text_regex` or a script that wants
+   real words) — a rubric item alone is not judged when the package is checked.
+6. Self-validate with `try_verifier`: the reference completion must score at least the
    pass threshold (default 0.99) and the untouched workspace below the fail threshold
-   (0.5). Think through controlled failures too: a missing deliverable, wrong numbers, an
-   emptied file, inputs copied into outputs must all fail.
-6. Call `submit` when done; it validates the spec and runs the same self-check. Fix what it
+   (0.5). Build the failure states yourself under /app (e.g. `cp -r /builder/reference/.
+   /app/stale`, then put back a previous turn's deliverable, remove one, blank the reasons)
+   and score each with `try_verifier` and `workspace: "/app/stale"`: wrong numbers, an
+   emptied file, inputs copied into outputs, stale and missing work must all fail.
+7. Call `submit` when done; it validates the spec and runs the same self-check. Fix what it
    reports and submit again.
+
+## How values compare (json_value, csv_value, xlsx_value, document_value, cross_file)
+- numbers: |actual − expected| ≤ max(tolerance, rel_tolerance × |expected|); a text cell is
+  read as the number in it ("1,234.5", "$12", "12%", "(3.5)" = −3.5, "about 7 days" = 7).
+- strings: equal after collapsing runs of whitespace and ignoring case ("New  York" =
+  "new york"); no substring, punctuation or accent folding. `expected: null` accepts only a
+  missing or empty value. Booleans compare as text (true = "True").
+- lists: the same length and order, element by element by these rules; an object (dict) as
+  `expected` is compared as its printed text — check its fields one pointer at a time.
 
 ## Check types (field: meaning; paths are relative to the workspace)
 - file_exists {path, min_bytes=1}; file_absent {path}

@@ -134,11 +134,22 @@ class Artifact(_Model):
     format: Literal["csv", "xlsx", "json", "docx", "md", "txt", "py", "other"]
     depends_on: list[str] = Field(default_factory=list)
     required: bool = True
+    in_place: bool = Field(
+        False,
+        description="an output the task edits where it stands (code to fix, a file to "
+        "revise): it is in s0 on purpose; any other output must not be there",
+    )
 
     @field_validator("path")
     @classmethod
     def _relative(cls, value: str) -> str:
         return safe_relpath(value)
+
+    @model_validator(mode="after")
+    def _in_place_output(self) -> Artifact:
+        if self.in_place and self.role != "output":
+            raise ValueError("only an output is edited in place")
+        return self
 
 
 class ArtifactGraph(_Model):
@@ -169,3 +180,11 @@ class ArtifactGraph(_Model):
             frontier = {a.path for a in self.artifacts if set(a.depends_on) & frontier} - found
             found |= frontier
         return found
+
+    def unlisted_invalidations(self, patch: TurnPatch) -> list[str]:
+        """Artifacts that depend on a file ``patch`` changes but that it does not list in
+        ``invalidates`` (sorted)."""
+        dependents: set[str] = set()
+        for update in patch.updates:
+            dependents |= self.dependents(update.path)
+        return sorted(dependents - set(patch.invalidates))

@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from ..detector import IssueDetector
 from ..llm import prompts
 from ..llm.layout import LayoutError, export_builder, export_verifier, load_builder, load_verifier
 from ..llm.settings import LLMSettings
-from ..llm.tools import Args, RoleMounts, Tool, ToolBox, ToolResult, standard_tools
+from ..llm.tools import Args, RoleMounts, Tool, ToolBox, ToolError, ToolResult, standard_tools
 from ..package.assemble import BuilderOutput, VerifierOutput, assemble
 from ..runtime.local import LocalRuntime, VerifyOutcome
 from ..runtime.workspace import write_files
@@ -53,6 +55,15 @@ WORKDIR = "/app"  # where the package's workspace lives (templates.WORKDIR)
 
 class SubmitArgs(Args):
     summary: str = ""
+
+
+class TryArgs(Args):
+    workspace: str = Field(
+        "",
+        description="also score this workspace state, a directory you built (say /app/stale: "
+        "a copy of /builder/reference with a later turn ignored, a deliverable removed, "
+        "the free text blanked); its score and every component are shown",
+    )
 
 
 def _resources_dir() -> Path:
@@ -218,12 +229,19 @@ class LLMVerifierConstructor(_Role):
                 export_verifier(previous, out)
             accepted: list[VerifierOutput] = []
 
-            def try_verifier(args: SubmitArgs) -> ToolResult:
+            def try_verifier(args: TryArgs) -> ToolResult:
                 try:
                     output = load_verifier(out)
                 except LayoutError as exc:
                     return _problems("the output in /verifier is not valid yet", exc.problems)
-                problems, report = check.run(output)
+                own: Path | None = None
+                if args.workspace:
+                    own = mounts.resolve(args.workspace)
+                    if not own.is_dir():
+                        raise ToolError(
+                            f"{args.workspace} is not a directory: build the state first"
+                        )
+                problems, report = check.run(output, (args.workspace, own) if own else None)
                 verdict = "self-check passed" if not problems else "self-check problems:"
                 return ToolResult("\n".join([report, verdict, *problems]))
 
@@ -250,8 +268,9 @@ class LLMVerifierConstructor(_Role):
                 Tool(
                     "try_verifier",
                     "Run /verifier/verifier.json on the reference completion and on the "
-                    "untouched workspace; shows every component's score and evidence.",
-                    SubmitArgs,
+                    "untouched workspace, and on a failure state you built (workspace); shows "
+                    "every component's score and evidence.",
+                    TryArgs,
                     try_verifier,
                 ),
                 Tool(
@@ -268,14 +287,18 @@ class LLMVerifierConstructor(_Role):
 
 class SelfCheck:
     """The Verifier Constructor's self-validation: the reference completion must pass and
-    the untouched workspace (s0 after every user patch) must fail."""
+    the untouched workspace (s0 after every user patch) must fail. A state the role built
+    itself (a failure it wants to see scored) is scored beside them, judged by the role."""
 
     def __init__(self, runtime: LocalRuntime, built: BuilderOutput, reference: dict[str, bytes]):
         self.runtime = runtime
         self.built = built
         self.reference = reference
 
-    def run(self, output: VerifierOutput) -> tuple[list[str], str]:
+    def run(
+        self, output: VerifierOutput, own: tuple[str, Path] | None = None
+    ) -> tuple[list[str], str]:
+        """Problems and a report; ``own``: (its name, where it is) of a state the role built."""
         pkg = assemble(self.built, output)
         scoring = output.spec.scoring
         problems: list[str] = []
@@ -287,6 +310,8 @@ class SelfCheck:
                 ws.mkdir()
                 write_files(ws, files)
                 outcomes[label] = self.runtime.run_verifier(pkg, ws, WORKDIR)
+            if own is not None:  # scored from a copy (run_verifier's): the role's dir stays
+                outcomes[own[0]] = self.runtime.run_verifier(pkg, own[1], WORKDIR)
         ref, untouched_run = outcomes["reference"], outcomes["untouched"]
         if not ref.valid:
             problems.append(f"the verifier is invalid on the reference completion: {ref.error}")
@@ -325,7 +350,9 @@ def _report(outcomes: dict[str, VerifyOutcome]) -> str:
         if not outcome.valid:
             lines.append(f"{label}: INVALID ({outcome.error})")
             continue
-        lines.append(f"{label}: reward {outcome.reward}")
+        short = outcome.details.get("gates_short") or []
+        gates = f" (gates below 1, so scaled: {', '.join(short)})" if short else ""
+        lines.append(f"{label}: reward {outcome.reward}{gates}")
         for c in outcome.details.get("components", []) + outcome.details.get("red_lines", []):
             lines.append(f"  {c['status']:8} {c['score']:.2f} {c['id']}: {c['evidence'][:200]}")
     return "\n".join(lines)

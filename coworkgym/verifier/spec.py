@@ -201,6 +201,11 @@ class Component(BaseModel):
     weight: float = Field(gt=0)
     description: str = ""
     requirement: str = Field("", description="the instruction requirement this checks")
+    gate: bool = Field(
+        False,
+        description="a check the task cannot pass without (a deliverable's content, a later "
+        "turn's change): when it scores below 1 the reward is scaled by scoring.gate_scale",
+    )
     check: Check
 
 
@@ -233,6 +238,9 @@ class ScoringSpec(BaseModel):
     red_line_cap: float = Field(0.0, ge=0, le=1)
     pass_threshold: float = Field(0.99, gt=0, le=1)
     fail_threshold: float = Field(0.5, gt=0, le=1)
+    gate_scale: float = Field(
+        0.5, ge=0, le=1, description="the factor a reward takes when a gate component falls short"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ScoringSpec:

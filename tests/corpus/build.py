@@ -202,6 +202,19 @@ def format_only_verifier(p: RawPackage) -> RawPackage:
     return edit_spec(p, change)
 
 
+def ungated_verifier(p: RawPackage) -> RawPackage:
+    """The family's checks with no gates: a stale or half-delivered workspace keeps the
+    weighted share of what it got right (more than 0.5 here)."""
+
+    def change(s: dict[str, object]) -> None:
+        components = s["components"]
+        assert isinstance(components, list)
+        for component in components:
+            component["gate"] = False
+
+    return edit_spec(p, change)
+
+
 def patch_edits_an_output(p: RawPackage) -> RawPackage:
     patch = json.loads(p.files[".patch/turn-01/patch.json"])
     patch["updates"].append({"op": "write", "path": "report.xlsx", "source": "weather.csv"})
@@ -413,6 +426,18 @@ CASES: list[Case] = [
         "verifier",
     ),
     Case("untouched-passes", defective(untouched_passes), C.ACCEPTS_UNTOUCHED, "verifier"),
+    Case(
+        "verifier-pays-stale-work",
+        defective(ungated_verifier, turns=3),
+        C.PARTIAL_CREDIT_STALE,
+        "verifier",
+    ),
+    Case(
+        "verifier-pays-missing-deliverable",
+        defective(ungated_verifier),
+        C.PARTIAL_CREDIT_MISSING,
+        "verifier",
+    ),
     Case("labels-of-another-task", defective(labels_of_another_task), C.LABELS_MISMATCH, "builder"),
     Case(  # seed 4, easy, two turns: May and June 2012 tie at the highest wind, 6.4
         "tie-left-open",

@@ -256,18 +256,21 @@ def bases(
 
 def expected_reward(pkg: EnvironmentPackage, broken: set[str]) -> float:
     """The reward when every component reading a file in ``broken`` fails (0 when the
-    input, so the red line, is among them)."""
+    input, so the red line, is among them; scaled by the gate scale when a gate fails)."""
     if ALL in broken or INPUT in broken:
         return 0.0
     assert pkg.verifier is not None
     total = right = 0.0
+    scale = 1.0
     for component in pkg.verifier.components:
         check = component.check.model_dump()
         files = {check.get("path"), (check.get("left") or {}).get("path")}
         files.add((check.get("right") or {}).get("path"))
         total += component.weight
         right += 0.0 if files & broken else component.weight
-    return round(right / total, 6)
+        if files & broken and component.gate:
+            scale = pkg.verifier.scoring.gate_scale
+    return round(right / total * scale, 6)
 
 
 def test_every_workspace_vector_is_scored_never_invalid(

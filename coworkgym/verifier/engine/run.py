@@ -32,6 +32,7 @@ class VerificationReport:
     components: list[ComponentOutcome] = field(default_factory=list)
     red_lines: list[ComponentOutcome] = field(default_factory=list)
     rubric: list[dict[str, Any]] = field(default_factory=list)
+    gates_short: list[str] = field(default_factory=list)  # gate components below 1
     error: str | None = None
 
     def reward_json(self) -> dict[str, float]:
@@ -117,7 +118,12 @@ def verify(
             raise SpecError("no weighted deterministic component could be scored")
         rubric, rubric_score = _rubric(spec.get("rubric", []), rubric_scores)
         failed = sum(1 for r in red_lines if r.status in ("failed", "partial"))
-        reward = combine(code_score, rubric_score, failed, scoring)
+        gates_short = [
+            c.id
+            for c, e in zip(components, spec.get("components", []), strict=True)
+            if e.get("gate") and c.status != "skipped" and c.score < 1.0
+        ]
+        reward = combine(code_score, rubric_score, failed, scoring, len(gates_short))
         return VerificationReport(
             status="valid",
             reward=reward,
@@ -126,6 +132,7 @@ def verify(
             components=components,
             red_lines=red_lines,
             rubric=rubric,
+            gates_short=gates_short,
         )
     except SpecError as exc:
         return VerificationReport(status="invalid", error=f"SpecError: {exc}")
