@@ -22,7 +22,7 @@ import yaml
 import coworkgym_operator
 from coworkgym.loop.machine import Phase
 from coworkgym_operator.campaign.metrics import STATES as CAMPAIGN_STATES
-from coworkgym_operator.environment import metrics
+from coworkgym_operator.core.metrics import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cowork-gym"
@@ -58,7 +58,7 @@ def exported_series() -> dict[str, set[str]]:
         if module.name.endswith(".metrics"):
             importlib.import_module(module.name)
     series: dict[str, set[str]] = {}
-    for collector in set(metrics.REGISTRY._names_to_collectors.values()):
+    for collector in set(REGISTRY._names_to_collectors.values()):
         labels = set(getattr(collector, "_labelnames", ()))
         for family in collector.describe():
             if family.type == "counter":

@@ -295,12 +295,13 @@ def test_the_rule_file_has_the_alerts_the_chart_promises() -> None:
 
 def test_the_rules_use_only_metrics_the_operator_exports() -> None:
     from coworkgym_operator.campaign import metrics as _campaigns  # noqa: F401 - registers them
-    from coworkgym_operator.environment import metrics
+    from coworkgym_operator.core.metrics import REGISTRY
+    from coworkgym_operator.environment import metrics  # noqa: F401 - registers them
     from coworkgym_operator.rollouts import metrics as _rollouts  # noqa: F401 - registers them
     from coworkgym_operator.training import metrics as _training  # noqa: F401 - registers them
 
     exported = set()
-    for collector in metrics.REGISTRY._names_to_collectors.values():
+    for collector in REGISTRY._names_to_collectors.values():
         for family in collector.describe():
             exported.add(family.name)
             if family.type == "counter":

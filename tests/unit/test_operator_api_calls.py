@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coworkgym_operator.core.kube import Kube, api_call_of
-from coworkgym_operator.environment import metrics
+from coworkgym_operator.core.metrics import REGISTRY
 
 BASE = "https://127.0.0.1:6443"
 
@@ -60,7 +60,7 @@ def test_the_client_counts_what_it_sends() -> None:
 
     def count() -> float:
         labels = {"verb": "get", "resource": "coworkenvironments"}
-        return metrics.REGISTRY.get_sample_value("coworkgym_api_calls_total", labels) or 0.0
+        return REGISTRY.get_sample_value("coworkgym_api_calls_total", labels) or 0.0
 
     before = count()
     kube.api.call_api(

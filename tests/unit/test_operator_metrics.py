@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 
+from coworkgym_operator.core.metrics import REGISTRY
 from coworkgym_operator.environment import metrics
 from coworkgym_operator.environment.handlers import family_of
 
 
 def gauge(namespace: str, family: str, phase: str) -> float:
-    value = metrics.REGISTRY.get_sample_value(
+    value = REGISTRY.get_sample_value(
         "coworkgym_environments", {"namespace": namespace, "family": family, "phase": phase}
     )
     return value or 0.0
@@ -47,7 +48,7 @@ def test_the_phase_gauge_is_exact_under_concurrent_updates() -> None:
 
 def test_environment_metrics_are_per_namespace_and_family() -> None:
     metrics.FINISHED.labels("team-a", "meeting_notes", "failed").inc()
-    value = metrics.REGISTRY.get_sample_value(
+    value = REGISTRY.get_sample_value(
         "coworkgym_environments_finished_total",
         {"namespace": "team-a", "family": "meeting_notes", "outcome": "failed"},
     )

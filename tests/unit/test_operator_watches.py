@@ -78,5 +78,5 @@ def test_indices_give_the_job_and_the_children_and_a_fresh_create_is_not_missing
         "NetworkPolicy/demo-deny-all",
     }
     assert WATCHES.of({"env_jobs": {}}) is None  # not all registered: ask the API
-    names = ("env_jobs", "env_pods", "env_claims", "env_policies")
+    names = ("env_jobs", "env_pods", *WATCHES.owned)
     assert WATCHES.of(dict.fromkeys(names, FakeIndex())) is not None

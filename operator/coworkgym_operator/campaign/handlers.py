@@ -32,7 +32,6 @@ from coworkgym_operator.core.controller import (
     Done,
     Look,
     child_key,
-    controlled_by,
     done,
 )
 from coworkgym_operator.core.kube import kube
@@ -127,7 +126,7 @@ CONTROLLER.register("on_campaign_change", "campaign_versions")
 CONTROLLER.on_child(
     (GROUP, VERSION, ENVIRONMENTS),
     {LABEL_CAMPAIGN: kopf.PRESENT},
-    controlled_by(CAMPAIGN_KIND, LABEL_CAMPAIGN),
+    CONTROLLER.controlled_by(LABEL_CAMPAIGN),
     "on_campaign_child",
     "environment",
 )

@@ -1,4 +1,4 @@
-"""The SynthesisCampaign metrics, on the operator's registry (metrics.py), prefix coworkgym_.
+"""The SynthesisCampaign metrics, on the operator's registry (core/metrics.py), prefix coworkgym_.
 
 Labels: ``namespace`` and ``campaign`` (a campaign is a long-lived, deliberately made object:
 a few per namespace, so a label per campaign stays bounded). The chart's alert
@@ -10,51 +10,44 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import Counter, Gauge
-
-from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.metrics import counter, gauge
 
 CAMPAIGN_LABELS = ["namespace", "campaign"]
 STATES = ("planned", "created", "inFlight", "released", "rejected", "failed")
 
-CHILDREN = Gauge(
+CHILDREN = gauge(
     "coworkgym_campaign_environments",
+    [*CAMPAIGN_LABELS, "state"],
     "A campaign's child environments by state (planned, created, inFlight, released, "
     "rejected, failed)",
-    [*CAMPAIGN_LABELS, "state"],
-    registry=REGISTRY,
 )
-FAILURE_RATIO = Gauge(
+FAILURE_RATIO = gauge(
     "coworkgym_campaign_failure_ratio",
+    CAMPAIGN_LABELS,
     "(rejected + failed) / finished children of a campaign",
-    CAMPAIGN_LABELS,
-    registry=REGISTRY,
 )
-FAILURE_THRESHOLD = Gauge(
+FAILURE_THRESHOLD = gauge(
     "coworkgym_campaign_failure_threshold",
+    CAMPAIGN_LABELS,
     "The campaign's spec.failureThreshold.maxFailureRatio",
-    CAMPAIGN_LABELS,
-    registry=REGISTRY,
 )
-STOPPED = Gauge(
+STOPPED = gauge(
     "coworkgym_campaign_stopped",
-    "1 while a campaign creates no new children because it passed its failure threshold",
     CAMPAIGN_LABELS,
-    registry=REGISTRY,
+    "1 while a campaign creates no new children because it passed its failure threshold",
 )
-CAMPAIGNS_FINISHED = Counter(
+CAMPAIGNS_FINISHED = counter(
     "coworkgym_campaigns_finished",
-    "Campaigns that completed, by outcome (succeeded, failed)",
     ["namespace", "outcome"],
-    registry=REGISTRY,
+    "Campaigns that completed, by outcome (succeeded, failed)",
 )
 
 
 def forget(namespace: str, campaign: str) -> None:
     """A deleted campaign's series go (a gauge would otherwise keep its last value)."""
-    for gauge in (FAILURE_RATIO, FAILURE_THRESHOLD, STOPPED):
+    for series in (FAILURE_RATIO, FAILURE_THRESHOLD, STOPPED):
         with contextlib.suppress(KeyError):
-            gauge.remove(namespace, campaign)
+            series.remove(namespace, campaign)
     for state in STATES:
         with contextlib.suppress(KeyError):
             CHILDREN.remove(namespace, campaign, state)

@@ -1,8 +1,8 @@
 """What the SynthesisCampaign controller knows of its children without asking: a kopf index
 (core/watches.py) of the CoworkEnvironments that carry a campaign label, by campaign, each
 kept as its name, its owners' uids and the little the reconcile reads of it (its index,
-cell, phase and defects: ``child_state``). A LIST of every child on every timer run, per
-campaign, was the controller's cost before."""
+cell, phase and defects: ``child_state``). A LIST of every child on every run of a per-campaign
+timer was the controller's cost before."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, create_model
 from pydantic.alias_generators import to_camel
 
 from coworkgym.spec import API_GROUP
@@ -15,13 +15,23 @@ GROUP = API_GROUP
 VERSION = "v1alpha1"
 
 
+class Spec(BaseModel):
+    """A spec model's wire convention: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+    )
+
+
 class _Status(BaseModel):
     # extra="ignore": fields written by an older operator version must not break a reconcile
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 class Condition(_Status):
-    """One aspect of a resource's progress (each kind's api/conditions.py lists its types)."""
+    """One aspect of a resource's progress (<kind>/api/conditions.py lists each kind's)."""
 
     type: str = Field(description="Built, VerifierBuilt, Executed, Released, Failed, ...")
     status: str = Field(pattern="^(True|False|Unknown)$", description="True, False or Unknown.")

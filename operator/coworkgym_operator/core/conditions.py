@@ -1,8 +1,10 @@
-"""The conditions every kind writes: one entry per type, merged the Kubernetes way."""
+"""The conditions every kind writes: one entry per type, merged the Kubernetes way; and
+the one-word phase derived from them by a chain of checks (the first that holds decides),
+each check a (type, status[, reason]) of one condition."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,3 +37,23 @@ def merge(
             )
         )
     return merged
+
+
+Check = tuple[str, str] | tuple[str, str, str]  # condition type, status[, reason]
+
+
+def holds(by_type: Mapping[str, Condition], check: Check) -> bool:
+    """Whether the condition of the check's type has its status (and reason, if given)."""
+    kind, status, *reason = check
+    found = by_type.get(kind)
+    if found is None or found.status != status:
+        return False
+    return not reason or found.reason == reason[0]
+
+
+def first_phase[P](
+    conditions: Sequence[Condition], chain: Sequence[tuple[P, Check]], default: P
+) -> P:
+    """The phase of the first check in ``chain`` that holds (``default``: none does)."""
+    by_type = {c.type: c for c in conditions}
+    return next((phase for phase, check in chain if holds(by_type, check)), default)

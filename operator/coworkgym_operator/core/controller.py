@@ -187,6 +187,27 @@ class Controller:
         kopf.on.event(*resource, id=id, labels=labels, when=_not_stopping)(on_event)
         QUIET_HANDLERS.add(id)
 
+    def controlled_by(self, label: str) -> Owner:
+        """The owner of a child that names it in ``label`` and lists it as its controller."""
+
+        def owner(body: kopf.Body, namespace: str, labels: Mapping[str, str], _: Indices) -> Any:
+            for ref in body.metadata.get("ownerReferences") or []:
+                if ref.get("kind") == self.kind and ref.get("controller") and labels.get(label):
+                    return [(namespace, str(labels[label]), str(ref.get("uid")))]
+            return []
+
+        return owner
+
+    def job_pod_of(self, label: str) -> Owner:
+        """The owner of a Job's pod: the Job's controller, from the Job's index (the Job's
+        watch has not delivered it yet: its own event will)."""
+
+        def owner(_: kopf.Body, namespace: str, labels: Mapping[str, str], indices: Indices) -> Any:
+            uid = indices.owner(namespace, str(labels.get("job-name", "")))
+            return [] if uid is None or not labels.get(label) else [(namespace, labels[label], uid)]
+
+        return owner
+
     def named_by(self, label: str) -> Owner:
         """The owner of a child that names it in ``label`` (no owner reference to go by: a
         Deployment's pods, a batch made for a round), while the owner is unfinished: its
@@ -372,29 +393,6 @@ def _not_stopping(**_: Any) -> bool:
     return not shutdown.stopping()
 
 
-def controlled_by(kind: str, label: str) -> Owner:
-    """The owner of a child that names it in ``label`` and lists it as its controller."""
-
-    def owner(body: kopf.Body, namespace: str, labels: Mapping[str, str], _: Indices) -> Any:
-        for ref in body.metadata.get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("controller") and labels.get(label):
-                return [(namespace, str(labels[label]), str(ref.get("uid")))]
-        return []
-
-    return owner
-
-
-def job_pod_of(label: str) -> Owner:
-    """The owner of a Job's pod: the Job's controller, from the Job's index (the Job's
-    watch has not delivered it yet: its own event will)."""
-
-    def owner(_: kopf.Body, namespace: str, labels: Mapping[str, str], indices: Indices) -> Any:
-        uid = indices.owner(namespace, str(labels.get("job-name", "")))
-        return [] if uid is None or not labels.get(label) else [(namespace, labels[label], uid)]
-
-    return owner
-
-
 def condition_true(kind: str) -> Callable[[Mapping[str, Any]], bool]:
     """``finished`` for a kind whose end is a condition (e.g. Complete) being True."""
 
@@ -415,7 +413,5 @@ __all__ = [
     "Look",
     "child_key",
     "condition_true",
-    "controlled_by",
     "done",
-    "job_pod_of",
 ]

@@ -1,6 +1,6 @@
 """Rendering every kind's CustomResourceDefinition from its pydantic models, and keeping
 crds/ and the chart's copy in step (``make generate``; ``--check`` for drift). A kind's
-``api/crd.py`` states only what is its own (a ``Definition``: names, models, CEL rules,
+``<kind>/api/crd.py`` states only what is its own (a ``Definition``: names, models, CEL rules,
 printer columns); rendering, the targets and the command line are here.
 
 Pydantic emits JSON Schema 2020-12; Kubernetes wants a *structural* OpenAPI v3.0 schema,

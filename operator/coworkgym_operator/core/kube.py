@@ -29,17 +29,22 @@ def dropped(response: Any) -> None:
         response.release_conn()
 
 
-def created(create: Callable[[], Any]) -> bool:
-    """Run a create call (raw, ``_preload_content=False``); an object that already exists is
-    fine (level-triggered: a restarted operator plans the same creates again). True if this
-    call created it."""
+def _tolerating(call: Callable[[], Any], status: int) -> bool:
+    """Run a write call (raw, ``_preload_content=False``); True if it did it, False if the
+    API answered ``status`` (the object was there already, or gone already)."""
     try:
-        dropped(create())
+        dropped(call())
     except ApiException as exc:
-        if exc.status == 409:
+        if exc.status == status:
             return False
         raise
     return True
+
+
+def created(create: Callable[[], Any]) -> bool:
+    """Run a create call; an object that already exists is fine (level-triggered: a
+    restarted operator plans the same creates again). True if this call created it."""
+    return _tolerating(create, 409)
 
 
 def background() -> Any:
@@ -52,15 +57,8 @@ def background() -> Any:
 
 
 def deleted(delete: Callable[[], Any]) -> bool:
-    """Run a delete call (raw, ``_preload_content=False``); an object already gone is fine.
-    True if this call deleted it."""
-    try:
-        dropped(delete())
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    """Run a delete call; an object already gone is fine. True if this call deleted it."""
+    return _tolerating(delete, 404)
 
 
 def found(get: Callable[[], Any]) -> Any | None:
@@ -193,6 +191,19 @@ class Kube:
         if kind == "Secret":  # the gateway tokens
             return deleted(lambda: self.core.delete_namespaced_secret(name, namespace, **raw))
         raise ValueError(f"cannot delete {kind}")
+
+    def delete_labelled(self, namespace: str, selector: str) -> None:
+        """Delete the children ``selector`` matches (Jobs, pods, volume claims, policies,
+        Secrets): belt and braces next to owner references, without a garbage collector."""
+        body = client.V1DeleteOptions(propagation_policy="Background")
+        self.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
+        for delete in (
+            self.core.delete_collection_namespaced_pod,
+            self.core.delete_collection_namespaced_persistent_volume_claim,
+            self.net.delete_collection_namespaced_network_policy,
+            self.core.delete_collection_namespaced_secret,
+        ):
+            delete(namespace, label_selector=selector)
 
     def create(self, manifest: Manifest) -> bool:
         """Create a child; an existing one is fine (level-triggered). True if created."""

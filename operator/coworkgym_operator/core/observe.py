@@ -147,7 +147,7 @@ def job_observation(
     return JobObservation(
         name,
         "running",
-        created_at=_time(meta.get("creationTimestamp")),
+        created_at=parse_time(meta.get("creationTimestamp")),
         generation=int(generation) if generation.isdigit() else None,
         start=pod_start(pods),
     )
@@ -171,19 +171,20 @@ def _pod_result(pods: list[Plain]) -> tuple[dict[str, Any] | None, str | None]:
     return None, None
 
 
-def _time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """A Kubernetes timestamp (RFC 3339, "Z" or an offset; a datetime as kopf may hand it)."""
     if isinstance(value, datetime):
         return value
     if not value:
         return None
-    return datetime.fromisoformat(str(value))
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 def _seconds(start: Any, end: Any) -> float | None:
-    begun, ended = _time(start), _time(end)
+    begun, ended = parse_time(start), parse_time(end)
     if begun is None or ended is None:
         return None
     return max(0.0, (ended - begun).total_seconds())
 
 
-__all__ = ["job_observation", "job_summary", "pod_summary", "start_wait", "stuck"]
+__all__ = ["job_observation", "job_summary", "parse_time", "pod_summary", "start_wait", "stuck"]

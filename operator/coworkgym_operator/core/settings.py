@@ -38,12 +38,13 @@ class OperatorSettings:
     gateway_signing_key: str = field(default="", repr=False)
     environment_token_budget: int = 2_000_000
     job_ttl_seconds: int = 3600
-    # How often a stage pod that cannot start yet is looked at again (past its grace, or
-    # while its Job has not reached the watch), and the other kinds' timers.
+    # How often work in flight (a child made or going, a status written) and a pod that
+    # cannot start yet (past its grace, or while its Job has not reached the watch) are
+    # looked at again; the first retry of a reconcile that raised.
     reconcile_interval: float = 3.0
-    # A CoworkEnvironment is reconciled on events (its spec, its stage Job and pod) and at
-    # the deadlines the clock sets (controllers/wakeups.py); this timer only re-reads one
-    # in case an event was missed.
+    # Every kind is reconciled on events (its spec, its children's) and at the deadlines
+    # the clock sets (core/wakeups.py); this sweep, the only timer, looks again at each
+    # unfinished object that changed since it settled, in case an event was missed.
     resync_interval: float = 300.0
     # A stage whose pod has not started this long after its Job was created, while its pod
     # reports why (image pull, scheduling, volume binding) or has not been scheduled at

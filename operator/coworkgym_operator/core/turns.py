@@ -1,7 +1,8 @@
 """What every controller does around its kind's reconcile.
 
-kopf runs an object's timer beside its event handlers, each with the body it was handed,
-which may predate the status another handler just wrote: reconciling such a copy would
+An object's reconcile runs from its kopf handlers, from its children's events and from
+its wake-ups (core/controller.py), each with the body it was handed, which may predate the
+status another run just wrote: reconciling such a copy would
 redo (and announce, and count) a step already taken. So the reconciles of one object take
 turns (a lock per object), each reads the object afresh, and each writes the status itself
 before its turn ends (kopf's patch would land only after the handler returns)."""

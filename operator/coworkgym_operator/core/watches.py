@@ -54,15 +54,6 @@ def by_owner(label: str, kind: str) -> Callable[..., dict[Key, str]]:
 
 
 @dataclass(frozen=True)
-class Owned:
-    """A child resource indexed by owner: the index's id, the resource, the child's kind."""
-
-    id: str
-    resource: Resource
-    kind: str
-
-
-@dataclass(frozen=True)
 class Watches:
     """The names of one kind's indices (``watch_children`` registers them)."""
 
@@ -86,22 +77,29 @@ class Watches:
 
 
 def watch_children(
-    prefix: str, label: str, owned: Sequence[Owned], *, jobs: bool = True, more: Sequence[str] = ()
+    prefix: str,
+    label: str,
+    owned: Mapping[str, Resource],
+    *,
+    jobs: bool = True,
+    more: Sequence[str] = (),
 ) -> Watches:
     """Register the indices of a kind whose children carry ``label`` (the owner's name):
     ``<prefix>_jobs`` and ``<prefix>_pods`` (the Jobs' pods) where ``jobs``, and one by
-    owner per ``owned`` entry."""
+    owner per ``owned`` entry (child kind → its resource), ``<prefix>_owned_<kind>``."""
     selected = {label: kopf.PRESENT}
     if jobs:
         kopf.index(*JOBS, id=f"{prefix}_jobs", labels=selected)(jobs_by_name)
         pod_labels = {**selected, "job-name": kopf.PRESENT}
         kopf.index(*PODS, id=f"{prefix}_pods", labels=pod_labels)(pods_by_job)
-    for child in owned:
-        kopf.index(*child.resource, id=child.id, labels=selected)(by_owner(label, child.kind))
+    ids = []
+    for kind, resource in owned.items():
+        ids.append(f"{prefix}_owned_{kind.lower()}")
+        kopf.index(*resource, id=ids[-1], labels=selected)(by_owner(label, kind))
     return Watches(
         f"{prefix}_jobs" if jobs else None,
         f"{prefix}_pods" if jobs else None,
-        tuple(c.id for c in owned),
+        tuple(ids),
         tuple(more),
     )
 
@@ -147,7 +145,6 @@ __all__ = [
     "PODS",
     "POLICIES",
     "Indices",
-    "Owned",
     "Watches",
     "by_owner",
     "jobs_by_name",

@@ -26,9 +26,7 @@ from coworkgym_operator.core.controller import (
     Controller,
     Done,
     Look,
-    controlled_by,
     done,
-    job_pod_of,
 )
 from coworkgym_operator.core.gateway_address import by_address
 from coworkgym_operator.core.kube import kube as shared_kube
@@ -151,12 +149,12 @@ CONTROLLER.register("on_change", "env_versions")
 # about a second. The log lines of that reconcile carry the child's name; its events go
 # on the environment.
 CONTROLLER.on_child(
-    JOBS, {LABEL_ENV: kopf.PRESENT}, controlled_by(KIND, LABEL_ENV), "on_stage_job", "job"
+    JOBS, {LABEL_ENV: kopf.PRESENT}, CONTROLLER.controlled_by(LABEL_ENV), "on_stage_job", "job"
 )
 CONTROLLER.on_child(
     PODS,
     {LABEL_ENV: kopf.PRESENT, LABEL_SANDBOX: "true"},
-    job_pod_of(LABEL_ENV),
+    CONTROLLER.job_pod_of(LABEL_ENV),
     "on_stage_pod",
     "pod",
 )

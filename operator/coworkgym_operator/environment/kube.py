@@ -64,13 +64,4 @@ class EnvironmentKube(Kube, OwnStatus):
         )
 
     def delete_children(self, namespace: str, env_name: str) -> None:
-        """Belt and braces next to owner references: works without a garbage collector."""
-        selector = f"{LABEL_ENV}={env_name}"
-        body = client.V1DeleteOptions(propagation_policy="Background")
-        self.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
-        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
-        self.core.delete_collection_namespaced_persistent_volume_claim(
-            namespace, label_selector=selector
-        )
-        self.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
-        self.core.delete_collection_namespaced_secret(namespace, label_selector=selector)
+        self.delete_labelled(namespace, f"{LABEL_ENV}={env_name}")

@@ -12,73 +12,57 @@ from __future__ import annotations
 import threading
 from collections import Counter as Tally
 
-from prometheus_client import Counter, Gauge, Histogram
-
-from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.metrics import counter, gauge, histogram
 
 ENV_LABELS = ["namespace", "family"]
 
-ENVIRONMENTS = Gauge(
-    "coworkgym_environments",
-    "CoworkEnvironments by phase",
-    [*ENV_LABELS, "phase"],
-    registry=REGISTRY,
+ENVIRONMENTS = gauge(
+    "coworkgym_environments", [*ENV_LABELS, "phase"], "CoworkEnvironments by phase"
 )
-TAKEN_UP = Counter(
+TAKEN_UP = counter(
     "coworkgym_environments_created",
+    ENV_LABELS,
     "Environments the operator took up: their first status written (the funnel's start)",
-    ENV_LABELS,
-    registry=REGISTRY,
 )
-FINISHED = Counter(
+FINISHED = counter(
     "coworkgym_environments_finished",
-    "Environments that reached a verdict, by outcome (released, rejected, failed)",
     [*ENV_LABELS, "outcome"],
-    registry=REGISTRY,
+    "Environments that reached a verdict, by outcome (released, rejected, failed)",
 )
-DEFECTS = Counter(
-    "coworkgym_defects",
-    "Defects found by the Issue Detector",
-    [*ENV_LABELS, "code", "owner"],
-    registry=REGISTRY,
+DEFECTS = counter(
+    "coworkgym_defects", [*ENV_LABELS, "code", "owner"], "Defects found by the Issue Detector"
 )
-ITERATIONS = Histogram(
+ITERATIONS = histogram(
     "coworkgym_iterations",
+    ENV_LABELS,
     "Build → execute → revise iterations per finished environment",
-    ENV_LABELS,
-    buckets=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-    registry=REGISTRY,
+    (1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
 )
-BUDGET_EXHAUSTED = Counter(
+BUDGET_EXHAUSTED = counter(
     "coworkgym_revise_budget_exhausted",
-    "Environments rejected because the revise budget ran out",
     ENV_LABELS,
-    registry=REGISTRY,
+    "Environments rejected because the revise budget ran out",
 )
-STAGE_SECONDS = Histogram(
+STAGE_SECONDS = histogram(
     "coworkgym_stage_duration_seconds",
+    [*ENV_LABELS, "stage"],
     "Wall time of a role stage's Job",
-    [*ENV_LABELS, "stage"],
-    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
-    registry=REGISTRY,
+    (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
 )
-JOB_FAILURES = Counter(
+JOB_FAILURES = counter(
     "coworkgym_job_failures",
-    "Sandbox Jobs that failed, or were ended because their pod could not start",
     [*ENV_LABELS, "stage"],
-    registry=REGISTRY,
+    "Sandbox Jobs that failed, or were ended because their pod could not start",
 )
-ROLE_TOKENS = Counter(
+ROLE_TOKENS = counter(
     "coworkgym_role_tokens",
-    "Model tokens the LLM-backed roles used through the gateway, by kind (prompt, completion)",
     [*ENV_LABELS, "role", "kind"],
-    registry=REGISTRY,
+    "Model tokens the LLM-backed roles used through the gateway, by kind (prompt, completion)",
 )
-ROLE_REQUESTS = Counter(
+ROLE_REQUESTS = counter(
     "coworkgym_role_model_requests",
-    "Model calls of the LLM-backed roles through the gateway",
     [*ENV_LABELS, "role"],
-    registry=REGISTRY,
+    "Model calls of the LLM-backed roles through the gateway",
 )
 
 # (namespace, name) → (namespace, family, phase), and how many environments each such label

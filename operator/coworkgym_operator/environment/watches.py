@@ -4,16 +4,11 @@ volume claims and NetworkPolicies, each selected by the environment label."""
 
 from __future__ import annotations
 
-from coworkgym_operator.core.watches import CLAIMS, POLICIES, Indices, Owned, watch_children
+from coworkgym_operator.core.watches import CLAIMS, POLICIES, Indices, watch_children
 from coworkgym_operator.environment.builders import LABEL_ENV
 
 WATCHES = watch_children(
-    "env",
-    LABEL_ENV,
-    [
-        Owned("env_claims", CLAIMS, "PersistentVolumeClaim"),
-        Owned("env_policies", POLICIES, "NetworkPolicy"),
-    ],
+    "env", LABEL_ENV, {"PersistentVolumeClaim": CLAIMS, "NetworkPolicy": POLICIES}
 )
 
 __all__ = ["WATCHES", "Indices"]

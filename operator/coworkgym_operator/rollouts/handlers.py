@@ -18,15 +18,13 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from coworkgym_operator.core import shutdown
+from coworkgym_operator.core import metrics, shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.controller import (
     Controller,
     Done,
     Look,
-    controlled_by,
     done,
-    job_pod_of,
 )
 from coworkgym_operator.core.gateway_address import by_address
 from coworkgym_operator.core.kube import kube
@@ -86,15 +84,8 @@ def observe(batch: dict[str, Any], indices: Indices | None = None) -> BatchObser
         uid = str(batch["metadata"].get("uid"))
         jobs, existing = _indexed(namespace, name, uid, tuple(jobs_to_observe(batch)), indices)
         CONTROLLER.delivered(uid, indices.children(namespace, name))
-    return BatchObserved(
-        released=released,
-        not_released=not_released,
-        probed=probed,
-        unreachable=unreachable,
-        jobs=jobs,
-        existing_children=existing,
-        now=datetime.now(UTC),
-    )
+    now = datetime.now(UTC)
+    return BatchObserved(released, not_released, probed, unreachable, jobs, existing, now)
 
 
 def _indexed(
@@ -159,16 +150,18 @@ def _record(namespace: str, name: str, plan: BatchPlan) -> None:
     m.BATCH_RUNNING.labels(namespace, name).set(plan.status.get("counts", {}).get("running", 0))
     if plan.finished:
         m.BATCHES_FINISHED.labels(namespace, plan.finished).inc()
+    if plan.transition:
+        metrics.TRANSITIONS.labels(namespace, BATCH_KIND).inc()
 
 
 CONTROLLER = Controller(BATCH_KIND, BATCH_PLURAL, WATCHES, _reconcile_once, _look_indexed)
 CONTROLLER.register("on_batch_change", "batch_versions")
 # a Job came, changed or went; a rollout pod scheduled, started, could not start, ended
 CONTROLLER.on_child(
-    JOBS, {LABEL_BATCH: kopf.PRESENT}, controlled_by(BATCH_KIND, LABEL_BATCH), "on_batch_job", "job"
+    JOBS, {LABEL_BATCH: kopf.PRESENT}, CONTROLLER.controlled_by(LABEL_BATCH), "on_batch_job", "job"
 )
 CONTROLLER.on_child(
-    PODS, {LABEL_BATCH: kopf.PRESENT}, job_pod_of(LABEL_BATCH), "on_batch_pod", "pod"
+    PODS, {LABEL_BATCH: kopf.PRESENT}, CONTROLLER.job_pod_of(LABEL_BATCH), "on_batch_pod", "pod"
 )
 
 

@@ -9,8 +9,6 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-from kubernetes import client
-
 from coworkgym_operator.core.kube import CustomObjects, Kube, OwnStatus
 from coworkgym_operator.environment.selection import EnvironmentLookup
 from coworkgym_operator.rollouts.api.types import (
@@ -58,17 +56,7 @@ class BatchKube(OwnStatus):
         return self.kube.delete(namespace, kind, name)
 
     def delete_children(self, namespace: str, batch: str) -> None:
-        """Belt and braces next to owner references."""
-        selector = f"{LABEL_BATCH}={batch}"
-        body = client.V1DeleteOptions(propagation_policy="Background")
-        k = self.kube
-        k.batch.delete_collection_namespaced_job(namespace, label_selector=selector, body=body)
-        k.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
-        k.core.delete_collection_namespaced_persistent_volume_claim(
-            namespace, label_selector=selector
-        )
-        k.net.delete_collection_namespaced_network_policy(namespace, label_selector=selector)
-        k.core.delete_collection_namespaced_secret(namespace, label_selector=selector)
+        self.kube.delete_labelled(namespace, f"{LABEL_BATCH}={batch}")
 
 
 def probe(urls: Iterable[str], timeout_s: float) -> dict[str, str]:

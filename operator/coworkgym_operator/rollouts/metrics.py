@@ -1,4 +1,4 @@
-"""The RolloutBatch metrics, on the operator's registry (metrics.py), prefix coworkgym_.
+"""The RolloutBatch metrics, on the operator's registry (core/metrics.py), prefix coworkgym_.
 
 Labels: ``namespace`` (the batch's), ``harness`` (a fixed set) and ``model`` (what the
 batch's policies name: a few per cluster). The chart's alerts read invalid rate and
@@ -7,55 +7,42 @@ user-simulator fault rate from these (rules/coworkgym-alerts.yaml).
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
-
-from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.metrics import counter, gauge, histogram
 
 POLICY_LABELS = ["namespace", "harness", "model"]
 
-ROLLOUTS = Counter(
+ROLLOUTS = counter(
     "coworkgym_rollouts",
-    "Rollouts with an outcome: passed, failed (valid, below the pass threshold) or invalid",
     [*POLICY_LABELS, "outcome"],
-    registry=REGISTRY,
+    "Rollouts with an outcome: passed, failed (valid, below the pass threshold) or invalid",
 )
-ROLLOUT_PODS = Counter(
+ROLLOUT_PODS = counter(
     "coworkgym_rollout_episodes",
-    "Rollout pods that ended with a record (the denominator of the simulator fault rate)",
     POLICY_LABELS,
-    registry=REGISTRY,
+    "Rollout pods that ended with a record (the denominator of the simulator fault rate)",
 )
-SIMULATOR_FAULTS = Counter(
+SIMULATOR_FAULTS = counter(
     "coworkgym_rollout_simulator_faults",
+    POLICY_LABELS,
     "Rollouts whose user simulator faulted (leaked private state, contradicted the patch, "
     "stopped early)",
-    POLICY_LABELS,
-    registry=REGISTRY,
 )
-DURATION = Histogram(
+DURATION = histogram(
     "coworkgym_rollout_duration_seconds",
+    POLICY_LABELS,
     "Wall time of a rollout (the episode, without verification)",
-    POLICY_LABELS,
-    buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600),
-    registry=REGISTRY,
+    (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600),
 )
-TOKENS = Counter(
-    "coworkgym_rollout_tokens",
-    "Model tokens rollouts used through the gateway",
-    POLICY_LABELS,
-    registry=REGISTRY,
+TOKENS = counter(
+    "coworkgym_rollout_tokens", POLICY_LABELS, "Model tokens rollouts used through the gateway"
 )
-BATCHES_FINISHED = Counter(
+BATCHES_FINISHED = counter(
     "coworkgym_rollout_batches_finished",
-    "RolloutBatches that completed, by outcome (succeeded, failed)",
     ["namespace", "outcome"],
-    registry=REGISTRY,
+    "RolloutBatches that completed, by outcome (succeeded, failed)",
 )
-BATCH_RUNNING = Gauge(
-    "coworkgym_rollouts_running",
-    "Rollouts in a rollout or verify pod now",
-    ["namespace", "batch"],
-    registry=REGISTRY,
+BATCH_RUNNING = gauge(
+    "coworkgym_rollouts_running", ["namespace", "batch"], "Rollouts in a rollout or verify pod now"
 )
 
 

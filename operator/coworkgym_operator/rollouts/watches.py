@@ -4,17 +4,10 @@ pods, its volume claim and NetworkPolicies, each selected by the batch label."""
 
 from __future__ import annotations
 
-from coworkgym_operator.core.watches import CLAIMS, JOBS, POLICIES, Owned, watch_children
+from coworkgym_operator.core.watches import CLAIMS, JOBS, POLICIES, watch_children
 from coworkgym_operator.rollouts.builders import LABEL_BATCH
 
-WATCHES = watch_children(
-    "batch",
-    LABEL_BATCH,
-    [
-        Owned("batch_owned_jobs", JOBS, "Job"),
-        Owned("batch_claims", CLAIMS, "PersistentVolumeClaim"),
-        Owned("batch_policies", POLICIES, "NetworkPolicy"),
-    ],
-)
+OWNED = {"Job": JOBS, "PersistentVolumeClaim": CLAIMS, "NetworkPolicy": POLICIES}
+WATCHES = watch_children("batch", LABEL_BATCH, OWNED)
 
 __all__ = ["WATCHES"]

@@ -25,6 +25,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from coworkgym_operator.core import metrics
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.controller import (
     Controller,
@@ -34,7 +35,7 @@ from coworkgym_operator.core.controller import (
     done,
 )
 from coworkgym_operator.core.kube import kube
-from coworkgym_operator.core.observe import JobObservation, start_wait
+from coworkgym_operator.core.observe import JobObservation, parse_time, start_wait
 from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.training import metrics as m
@@ -133,7 +134,7 @@ def observe(run: dict[str, Any], indices: Indices | None = None) -> TrainingObse
         ray_available=ray,
         existing_children=existing,
         now=datetime.now(UTC),
-        created_at=_parse_time(meta.get("creationTimestamp")),
+        created_at=parse_time(meta.get("creationTimestamp")),
     )
 
 
@@ -157,14 +158,6 @@ def _readers(
         return batch_seen(batch, found[0] if found else None)
 
     return job, batch_of, frozenset(children | made.keys() | tk.rayjobs(namespace, name))
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 def _clock(observed: TrainingObserved) -> float | None:
@@ -222,7 +215,7 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
     m.STEP.labels(*labels).set(status.progress.step)
     if "loss" in status.metrics:
         m.LOSS.labels(*labels).set(status.metrics["loss"])
-    since = _parse_time(status.progress.last_report_time or status.start_time)
+    since = parse_time(status.progress.last_report_time or status.start_time)
     if since is not None:
         m.LAST_PROGRESS.labels(*labels).set(since.timestamp())
     failed = next((c for c in status.conditions if c.type == "Failed"), None)
@@ -234,6 +227,8 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
         m.RUNS_FINISHED.labels(namespace, objective, plan.finished, reason).inc()
     if plan.nan_loss:
         m.NAN_LOSS.labels(namespace, objective).inc()
+    if plan.transition:
+        metrics.TRANSITIONS.labels(namespace, TRAINING_KIND).inc()
 
 
 CONTROLLER = Controller(TRAINING_KIND, TRAINING_PLURAL, WATCHES, _reconcile_once)

@@ -1,4 +1,4 @@
-"""The TrainingRun metrics, on the operator's registry (metrics.py), prefix
+"""The TrainingRun metrics, on the operator's registry (core/metrics.py), prefix
 coworkgym_trainingrun_ (the trainer's own gauges are coworkgym_training_*, labelled by its
 run folder; these are the operator's view of each TrainingRun).
 
@@ -10,52 +10,41 @@ a run failed, no progress for N minutes, a NaN loss).
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
-
-from coworkgym_operator.core.metrics import REGISTRY
+from coworkgym_operator.core.metrics import counter, gauge
 
 RUN_LABELS = ["namespace", "run", "objective"]
 
-RUNS_FINISHED = Counter(
+RUNS_FINISHED = counter(
     "coworkgym_trainingruns_finished",
-    "TrainingRuns that completed, by outcome (succeeded, failed) and failure reason",
     ["namespace", "objective", "outcome", "reason"],
-    registry=REGISTRY,
+    "TrainingRuns that completed, by outcome (succeeded, failed) and failure reason",
 )
-NAN_LOSS = Counter(
+NAN_LOSS = counter(
     "coworkgym_trainingrun_nan_loss",
-    "TrainingRuns stopped because the loss stopped being finite",
     ["namespace", "objective"],
-    registry=REGISTRY,
+    "TrainingRuns stopped because the loss stopped being finite",
 )
-RUNNING = Gauge(
+RUNNING = gauge(
     "coworkgym_trainingrun_running",
+    RUN_LABELS,
     "1 while the run's training pod runs (not waiting for data, suspended or finished)",
-    RUN_LABELS,
-    registry=REGISTRY,
 )
-STEP = Gauge(
-    "coworkgym_trainingrun_step",
-    "Optimizer steps the run's trainer last reported",
-    RUN_LABELS,
-    registry=REGISTRY,
+STEP = gauge(
+    "coworkgym_trainingrun_step", RUN_LABELS, "Optimizer steps the run's trainer last reported"
 )
-LOSS = Gauge(
+LOSS = gauge(
     "coworkgym_trainingrun_loss",
+    RUN_LABELS,
     "The loss the run's trainer last reported (finite values only)",
-    RUN_LABELS,
-    registry=REGISTRY,
 )
-LAST_PROGRESS = Gauge(
+LAST_PROGRESS = gauge(
     "coworkgym_trainingrun_last_progress_timestamp_seconds",
-    "When the run's step last advanced (or its training started), Unix time",
     RUN_LABELS,
-    registry=REGISTRY,
+    "When the run's step last advanced (or its training started), Unix time",
 )
-FAILED = Gauge(
+FAILED = gauge(
     "coworkgym_trainingrun_failed",
-    "1 while the run is Failed (until it is deleted), with the Failed condition's reason",
     [*RUN_LABELS, "reason"],
-    registry=REGISTRY,
+    "1 while the run is Failed (until it is deleted), with the Failed condition's reason",
 )
 PER_RUN = (RUNNING, STEP, LOSS, LAST_PROGRESS)

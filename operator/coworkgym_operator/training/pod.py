@@ -3,7 +3,7 @@
     python -m coworkgym_operator.training.pod check-data   # is the s3:// dataset there?
     python -m coworkgym_operator.training.pod train        # run `cowork-gym train`, report
 
-Both read their input from COWORKGYM_POD_INPUT (JSON, written by training_builders.py).
+Both read their input from COWORKGYM_POD_INPUT (JSON, written by training/builders/run.py).
 
 **How progress reaches the operator.** Training pods hold no API token (they must not
 patch anything) and the operator holds no storage credentials (it must not read S3), so

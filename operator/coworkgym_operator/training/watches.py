@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from coworkgym_operator.core.api import GROUP, VERSION
-from coworkgym_operator.core.watches import JOBS, POLICIES, Owned, Resource, watch_children
+from coworkgym_operator.core.watches import JOBS, POLICIES, Resource, watch_children
 from coworkgym_operator.rollouts.api.types import BATCH_KIND, BATCH_PLURAL
 from coworkgym_operator.training.api.types import TRAINING_PLURAL
 from coworkgym_operator.training.builders.run import LABEL_TRAINING
@@ -38,17 +38,16 @@ def training_by_batch(
     return {(str(namespace), str(ref["name"])): (name, str(uid))} if ref.get("name") else {}
 
 
+# a run's children by kind: its Jobs, and its rounds' servers, policies and batches
+OWNED = {
+    "Job": JOBS,
+    "Deployment": DEPLOYMENTS,
+    "Service": SERVICES,
+    "NetworkPolicy": POLICIES,
+    BATCH_KIND: BATCHES,
+}
 WATCHES = watch_children(
-    "training",
-    LABEL_TRAINING,
-    [
-        Owned("training_owned_jobs", JOBS, "Job"),
-        Owned("training_deployments", DEPLOYMENTS, "Deployment"),
-        Owned("training_services", SERVICES, "Service"),
-        Owned("training_policies", POLICIES, "NetworkPolicy"),
-        Owned("training_rollouts", BATCHES, BATCH_KIND),
-    ],
-    more=("training_batches", "training_by_batch"),
+    "training", LABEL_TRAINING, OWNED, more=("training_batches", "training_by_batch")
 )
 
 __all__ = ["BATCHES", "DEPLOYMENTS", "SERVICES", "WATCHES", "training_batches", "training_by_batch"]

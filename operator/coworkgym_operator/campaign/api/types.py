@@ -6,7 +6,7 @@ what every environment shares: the role backends, the revise budget, where relea
 sandbox settings. ``concurrency`` bounds the environments in flight; ``failureThreshold``
 says when the campaign stops creating new ones because too many end without a release.
 ``status`` counts the children by phase and shows the coverage per cell. The CRD is
-generated from these models (``api/campaign_crd.py``); what each field means is what
+generated from these models (``campaign/api/crd.py``); what each field means is what
 ``kubectl explain synthesiscampaign.spec`` shows.
 """
 
@@ -17,19 +17,16 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
-    AliasGenerator,
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from coworkgym.spec import Backends, Budget, FaultInjection, Release, SandboxSettings
 from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import Spec as _Spec
 
 CAMPAIGN_KIND = "SynthesisCampaign"
 CAMPAIGN_PLURAL = "synthesiscampaigns"
@@ -93,14 +90,6 @@ def _enum(values: Callable[[], list[str]]) -> Callable[[dict[str, Any]], None]:
         target["enum"] = values()
 
     return extra
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-    )
 
 
 class CellQuota(_Spec):
@@ -354,7 +343,7 @@ class SynthesisCampaignStatus(_Status):
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Planned, Created, FailureRateExceeded, Failed, Complete "
-        "(api/campaign.py: CampaignCondition).",
+        "(campaign/api/types.py: CampaignCondition).",
     )
     counts: CampaignCounts = Field(
         default_factory=CampaignCounts, description="The children by state."

@@ -3,16 +3,16 @@
 Each condition is decided by a small function of the loop's state (which stage runs, which
 one failed, what the last execution found): the first rule that matches decides, and each
 stage's rules read the same way — failed here, running here, ended before it, waiting for
-an earlier stage, or done. ``api/conditions.py`` documents the types and reasons.
+an earlier stage, or done. ``environment/api/conditions.py`` documents the types and reasons.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from coworkgym.loop.machine import LoopStatus, Phase
 from coworkgym_operator.core.api import Condition
+from coworkgym_operator.core.conditions import Check, first_phase
 from coworkgym_operator.environment.api.conditions import ConditionReason as R
 from coworkgym_operator.environment.api.conditions import ConditionType as T
 
@@ -179,28 +179,18 @@ def invalid_spec_conditions(why: str) -> dict[T, Cond]:
     }
 
 
-def _is(conds: dict[str, Condition], kind: T, status: str, reason: str | None = None) -> bool:
-    c = conds.get(kind)
-    return c is not None and c.status == status and (reason is None or c.reason == reason)
-
-
-# The phase `kubectl get` shows, from the conditions: the first check that holds decides.
-PHASE_CHAIN: list[tuple[Phase, Callable[[dict[str, Condition]], bool]]] = [
-    (Phase.FAILED, lambda c: _is(c, T.FAILED, "True")),
-    (Phase.RELEASED, lambda c: _is(c, T.RELEASED, "True")),
-    (Phase.REJECTED, lambda c: _is(c, T.RELEASED, "False", R.REJECTED)),
-    (Phase.RELEASING, lambda c: _is(c, T.RELEASED, "Unknown")),
-    (Phase.EXECUTING, lambda c: _is(c, T.EXECUTED, "Unknown")),
+PHASE_CHAIN: list[tuple[Phase, Check]] = [
+    (Phase.FAILED, (T.FAILED, "True")),
+    (Phase.RELEASED, (T.RELEASED, "True")),
+    (Phase.REJECTED, (T.RELEASED, "False", R.REJECTED)),
+    (Phase.RELEASING, (T.RELEASED, "Unknown")),
+    (Phase.EXECUTING, (T.EXECUTED, "Unknown")),
     # defects of the last execution are being repaired (by either constructor)
-    (Phase.REVISING, lambda c: _is(c, T.EXECUTED, "False", R.DEFECTS_FOUND)),
-    (Phase.CONSTRUCTING_VERIFIER, lambda c: _is(c, T.VERIFIER_BUILT, "Unknown")),
-    (Phase.BUILDING, lambda c: _is(c, T.BUILT, "Unknown")),
+    (Phase.REVISING, (T.EXECUTED, "False", R.DEFECTS_FOUND)),
+    (Phase.CONSTRUCTING_VERIFIER, (T.VERIFIER_BUILT, "Unknown")),
+    (Phase.BUILDING, (T.BUILT, "Unknown")),
 ]
 
 
 def derive_phase(conditions: list[Condition]) -> Phase:
-    by_type = {c.type: c for c in conditions}
-    for phase, holds in PHASE_CHAIN:
-        if holds(by_type):
-            return phase
-    return Phase.PENDING
+    return first_phase(conditions, PHASE_CHAIN, Phase.PENDING)

@@ -3,7 +3,7 @@
 ``spec`` says which environments, which policies, how many samples of each (the GRPO
 group), how many rollouts at once, where the trajectories go and how they are filtered;
 ``status`` counts the rollouts, the pass rate per harness and the filter's funnel. The CRD
-is generated from these models (``api/crd.py``); docs/rollouts-on-kubernetes.md describes
+is generated from these models (``rollouts/api/crd.py``); docs/rollouts-on-kubernetes.md describes
 the pods behind it. Field descriptions are what ``kubectl explain rolloutbatch.spec`` shows.
 """
 
@@ -12,17 +12,14 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import (
-    AliasGenerator,
-    BaseModel,
-    ConfigDict,
     Field,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from coworkgym.rollout.filters.settings import FilterSettings
 from coworkgym.spec import SandboxSettings
 from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import Spec as _Spec
 
 BATCH_KIND = "RolloutBatch"
 BATCH_PLURAL = "rolloutbatches"
@@ -56,14 +53,6 @@ SPEC_FROZEN = (
     "spec is immutable once the batch exists, except concurrency and filter; create a new "
     "RolloutBatch for other environments, policies, samples or output"
 )
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-    )
 
 
 class LabelSelectorRequirement(_Spec):

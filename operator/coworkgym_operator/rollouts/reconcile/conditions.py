@@ -1,12 +1,12 @@
 """RolloutBatch conditions from its step and failure, and the phase derived from them
-(api/batch_conditions.py documents the types and reasons)."""
+(rollouts/api/conditions.py documents the types and reasons)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from coworkgym_operator.core.api import Condition
+from coworkgym_operator.core.conditions import Check, first_phase
 from coworkgym_operator.rollouts.api.conditions import BatchCondition as T
 from coworkgym_operator.rollouts.api.conditions import BatchPhase as P
 from coworkgym_operator.rollouts.api.conditions import BatchReason as R
@@ -102,23 +102,14 @@ def _current(step: str) -> str:
     return step if step != "done" else "collect"
 
 
-def _is(conds: dict[str, Condition], kind: T, status: str, reason: R | None = None) -> bool:
-    c = conds.get(kind)
-    return c is not None and c.status == status and (reason is None or c.reason == reason)
-
-
-PHASE_CHAIN: list[tuple[P, Callable[[dict[str, Condition]], bool]]] = [
-    (P.FAILED, lambda c: _is(c, T.FAILED, "True")),
-    (P.SUCCEEDED, lambda c: _is(c, T.COMPLETE, "True", R.SUCCEEDED)),
-    (P.COLLECTING, lambda c: _is(c, T.COLLECTED, "Unknown")),
-    (P.RUNNING, lambda c: _is(c, T.ROLLED_OUT, "Unknown")),
-    (P.FETCHING, lambda c: _is(c, T.FETCHED, "Unknown")),
+PHASE_CHAIN: list[tuple[P, Check]] = [
+    (P.FAILED, (T.FAILED, "True")),
+    (P.SUCCEEDED, (T.COMPLETE, "True", R.SUCCEEDED)),
+    (P.COLLECTING, (T.COLLECTED, "Unknown")),
+    (P.RUNNING, (T.ROLLED_OUT, "Unknown")),
+    (P.FETCHING, (T.FETCHED, "Unknown")),
 ]
 
 
 def derive_batch_phase(conditions: list[Condition]) -> P:
-    by_type = {c.type: c for c in conditions}
-    for phase, holds in PHASE_CHAIN:
-        if holds(by_type):
-            return phase
-    return P.PENDING
+    return first_phase(conditions, PHASE_CHAIN, P.PENDING)

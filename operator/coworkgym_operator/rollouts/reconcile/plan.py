@@ -3,7 +3,7 @@
 Level-triggered: from the batch (spec + the status written last time), the Released
 environments it may select, the endpoints' reachability, the batch's Jobs and which
 children exist, decide the new status, what to create and what to delete. Every child has
-a deterministic name (``batch_builders``), a child is created only when it does not exist
+a deterministic name (``rollouts/builders.py``), a child is created only when it does not exist
 and a finished rollout's Jobs are deleted only once its outcome is in the status, so
 running it twice on the same observation gives the same plan and a restarted operator
 duplicates nothing.

@@ -7,7 +7,7 @@ suspend, shutdownAfterJobFinishes); with ``rounds`` > 1, how each on-policy roun
 the current checkpoint out (``rollout``). ``status`` holds the conditions, the progress
 (step of total, the round), the latest metrics, the last good checkpoint and one record
 per on-policy round. The CRD is generated from these
-models (``api/training_crd.py``); docs/training.md shows how to apply one. Field
+models (``training/api/crd.py``); docs/training.md shows how to apply one. Field
 descriptions are what ``kubectl explain trainingrun.spec`` shows.
 """
 
@@ -18,11 +18,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import Spec as _Spec
 from coworkgym_operator.rollouts.api.types import (
     EnvironmentSelection,
     ResolvedEnvironment,
     Sampling,
-    _Spec,
 )
 
 TRAINING_KIND = "TrainingRun"

@@ -4,11 +4,11 @@
     rayjob_outcome(rayjob) -> "running" | "succeeded" | "failed" | "suspended", why
 
 Used when the cluster serves rayjobs.ray.io (KubeRay installed) and the chart's
-``training.ray`` is auto; otherwise the run is a plain Job (training_builders.py). What
+``training.ray`` is auto; otherwise the run is a plain Job (builders/run.py). What
 the RayJob holds, field by field:
 
 - ``entrypoint``: ``python -m coworkgym_operator.training.pod train``, the same reporter
-  the plain Job runs, with the same plan (training_builders.train_plan: what to stage, the
+  the plain Job runs, with the same plan (builders/run.py: train_plan: what to stage, the
   trainer's config, ``cowork-gym train --config``) in COWORKGYM_POD_INPUT. It runs as the
   Ray job's driver on the head pod; ``cowork-gym train`` joins the cluster through
   RAY_ADDRESS, which the Ray job supervisor sets (trainer/run.py's start_ray).

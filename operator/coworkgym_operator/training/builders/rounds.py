@@ -1,7 +1,7 @@
 """Pure builders of an on-policy round's serving and rollout children (spec.rounds > 1):
 the checkpoint server (a Deployment and its Service), the NetworkPolicy that fences every
 server of the run, and the round's RolloutBatch. The round's training Job is the plain
-training Job (training_builders.training_job with a RoundTraining). No I/O; every object
+training Job (builders/run.py: training_job with a RoundTraining). No I/O; every object
 carries the run's owner reference, its shard label and a deterministic name.
 
     <run>-serve-r<r>        Deployment + Service: `cowork-gym serve-checkpoint` on port 8000

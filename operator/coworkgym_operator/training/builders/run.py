@@ -5,11 +5,11 @@ an owner reference and a deterministic name.
 The training pod runs ``python -m coworkgym_operator.training.pod train``, which stages the
 data and weights, runs ``cowork-gym train --config`` on the trainer's TrainConfig (built by
 ``train_config``: the one place the trainer's settings are spelled) and reports through its
-log and termination message (training_pod.py says how).
+log and termination message (training/pod.py says how).
 
 With ``spec.rounds`` > 1 each on-policy round's training is the same Job, given a
 ``RoundTraining``: it starts from the weights the round served, trains on the round's
-RolloutBatch output and checkpoints to ``checkpoints/round-<r>/`` (round_builders.py builds
+RolloutBatch output and checkpoints to ``checkpoints/round-<r>/`` (builders/rounds.py builds
 the round's server and RolloutBatch).
 """
 
@@ -37,7 +37,7 @@ LABEL_TRAINING = "coworkgym.dev/trainingrun"
 LABEL_STEP = "coworkgym.dev/step"  # check-data, train, serve (an on-policy round's server)
 LABEL_ROUND = "coworkgym.dev/round"  # an on-policy round's children: the round, from 0
 TRAIN_CONTAINER = "train"
-EXIT_NO_RETRY = 3  # training_pod.EXIT_NO_RETRY: NaN loss; the Job fails without a retry
+EXIT_NO_RETRY = 3  # training/pod.py EXIT_NO_RETRY: NaN loss; the Job fails without a retry
 PYTHON_MINOR = "3.12"
 
 
@@ -147,7 +147,7 @@ def train_config(spec: TrainingRunSpec, round_training: RoundTraining | None = N
     if goes_on and round_training is not None and round_training.model != spec.model:
         # A later round goes on from the last one: the KL reference stays the run's first
         # model, and AdamW's moments and the schedule come with the checkpoint's weights
-        # (the pod stages its trainer_state.pt for this, training_pod.prepare).
+        # (the pod stages its trainer_state.pt for this, training/pod.py: prepare).
         config["reference_model"] = _local(spec.model, "reference")
         config["optimizer_state_from"] = config["model"]
     return config
@@ -163,7 +163,7 @@ def train_plan(
     settings: TrainingSettings,
     round_training: RoundTraining | None = None,
 ) -> Manifest:
-    """What the pod's reporter does (training_pod.train): stage ``stage`` (s3:// URI →
+    """What the pod's reporter does (training/pod.py: train): stage ``stage`` (s3:// URI →
     local folder), write ``config`` to CONFIG_FILE, run ``argv``, then copy the run's
     config, metrics log and status to ``output`` (an on-policy round's: its round folder's
     train/). The weights staged are the round's when ``round_training`` is given."""
@@ -282,7 +282,7 @@ def train_container(
     workers: int,
     round_training: RoundTraining | None = None,
 ) -> Manifest:
-    """The container that runs the trainer under training_pod's reporter."""
+    """The container that runs the trainer under training/pod.py's reporter."""
     env, env_from = store_env(settings)
     _, mounts, pythonpath = host_checkout(settings)
     container: Manifest = {

@@ -1,13 +1,13 @@
 """TrainingRun conditions from where the run is, and the phase derived from them
-(api/training_conditions.py documents the types and reasons)."""
+(training/api/conditions.py documents the types and reasons)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from coworkgym_operator.core.api import Condition
+from coworkgym_operator.core.conditions import Check, first_phase
 from coworkgym_operator.training.api.conditions import TrainingCondition as T
 from coworkgym_operator.training.api.conditions import TrainingPhase as P
 from coworkgym_operator.training.api.conditions import TrainingReason as R
@@ -72,24 +72,15 @@ def _running(step: Step, failure: Failure | None, activity: Activity) -> Cond:
     return ("Unknown", R.STARTING, "the training pod is starting")
 
 
-def _is(conds: dict[str, Condition], kind: T, status: str, reason: R | None = None) -> bool:
-    c = conds.get(kind)
-    return c is not None and c.status == status and (reason is None or c.reason == reason)
-
-
-PHASE_CHAIN: list[tuple[P, Callable[[dict[str, Condition]], bool]]] = [
-    (P.FAILED, lambda c: _is(c, T.FAILED, "True")),
-    (P.SUCCEEDED, lambda c: _is(c, T.SUCCEEDED, "True")),
-    (P.SUSPENDED, lambda c: _is(c, T.RUNNING, "False", R.SUSPENDED)),
-    (P.RUNNING, lambda c: _is(c, T.RUNNING, "True")),
-    (P.STARTING, lambda c: _is(c, T.RUNNING, "Unknown")),
-    (P.WAITING_FOR_DATA, lambda c: _is(c, T.DATA_READY, "Unknown")),
+PHASE_CHAIN: list[tuple[P, Check]] = [
+    (P.FAILED, (T.FAILED, "True")),
+    (P.SUCCEEDED, (T.SUCCEEDED, "True")),
+    (P.SUSPENDED, (T.RUNNING, "False", R.SUSPENDED)),
+    (P.RUNNING, (T.RUNNING, "True")),
+    (P.STARTING, (T.RUNNING, "Unknown")),
+    (P.WAITING_FOR_DATA, (T.DATA_READY, "Unknown")),
 ]
 
 
 def derive_training_phase(conditions: list[Condition]) -> P:
-    by_type = {c.type: c for c in conditions}
-    for phase, holds in PHASE_CHAIN:
-        if holds(by_type):
-            return phase
-    return P.PENDING
+    return first_phase(conditions, PHASE_CHAIN, P.PENDING)

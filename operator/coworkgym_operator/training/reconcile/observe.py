@@ -5,9 +5,9 @@ by pure, testable code; training/kube.py and the watches' indices only fetch."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
+from coworkgym_operator.core.observe import parse_time
 from coworkgym_operator.core.pods import pod_start
 from coworkgym_operator.training.builders.rounds import SERVE_CONTAINER
 from coworkgym_operator.training.reconcile.state import BatchSeen, ServingSeen
@@ -86,7 +86,7 @@ def serving_seen(
         found=True,
         available=int(status.get("availableReplicas") or 0) >= 1,
         cluster_ip=str(cluster_ip) if cluster_ip and cluster_ip != "None" else None,
-        created_at=_time((deployment.get("metadata") or {}).get("creationTimestamp")),
+        created_at=parse_time((deployment.get("metadata") or {}).get("creationTimestamp")),
         start=pod_start(live),
         restarts=restarts,
         last_error=last_error,
@@ -100,14 +100,6 @@ def _last_words(terminated: Plain) -> str:
     if terminated:
         return f"{terminated.get('reason') or 'exited'} (exit code {terminated.get('exitCode')})"
     return ""
-
-
-def _time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 __all__ = ["batch_seen", "batch_summary", "serving_seen"]

@@ -3,7 +3,7 @@
 Level-triggered: from the run (spec + the status written last time), the RolloutBatch it
 names (or the dataset check's result), the training Job or RayJob and what its pod last
 reported, decide the new status, what to create and what to delete. Children have
-deterministic names (training_builders: ``<run>-check-data``, ``<run>-train-<start>``), a
+deterministic names (builders/run.py: ``<run>-check-data``, ``<run>-train-<start>``), a
 child is created only when it is missing, so a second reconcile on the same observation
 plans the same, and a restarted operator duplicates nothing.
 
@@ -70,7 +70,8 @@ RESULT_PREFIX = "coworkgym-train-result "
 Backend = Literal["Job", "RayJob"]
 
 
-# CoworkEnvironment phases after which an environment is never Released (api/conditions.py)
+# CoworkEnvironment phases after which an environment is never Released
+# (environment/api/conditions.py)
 NEVER_RELEASED = ("Failed", "Rejected")
 
 
