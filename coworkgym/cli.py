@@ -58,8 +58,9 @@ class ImageMode(StrEnum):
 
 
 class BuildNetworkOption(StrEnum):
-    none = "none"
+    on = "on"
     task = "task"
+    none = "none"
 
 
 IMAGE_MODES: dict[ImageMode, TaskImageMode] = {
@@ -68,8 +69,9 @@ IMAGE_MODES: dict[ImageMode, TaskImageMode] = {
     ImageMode.emulate: "emulate",
 }
 BUILD_NETWORKS: dict[BuildNetworkOption, BuildNetwork] = {
-    BuildNetworkOption.none: "none",
+    BuildNetworkOption.on: "on",
     BuildNetworkOption.task: "task",
+    BuildNetworkOption.none: "none",
 }
 
 
@@ -100,10 +102,11 @@ def check(
     build_network: Annotated[
         BuildNetworkOption,
         typer.Option(
-            help="network of the image build's RUN steps: none, or the task's own "
-            "(its environment's network_mode)"
+            help="network of the image build's RUN steps: on (as docker build gives them; "
+            "here only the package registries answer), the task's own (its environment's "
+            "network_mode), or none"
         ),
-    ] = BuildNetworkOption.none,
+    ] = BuildNetworkOption.on,
 ) -> None:
     """Audit and execute packages (Cowork or plain Harbor); exit 1 if any has defects, 2 if
     one could not be run on this machine (the report says why)."""

@@ -25,7 +25,13 @@ from .defects import CATALOGUE, Defect, DefectCode
 from .harbor_lint import harbor_lint
 from .partial_work import PARTIAL_WORK_BOUND
 from .review import ExecutionReview, ReviewStats
-from .task_image import ImageSettings, ImageUnavailable, placement, verifier_content_in_image
+from .task_image import (
+    ImageSettings,
+    ImageUnavailable,
+    near_copies_in_context,
+    placement,
+    verifier_content_in_image,
+)
 
 __all__ = [
     "CATALOGUE",
@@ -130,6 +136,7 @@ class IssueDetector:
         report = DetectorReport(package=pkg.name)
         started = time.perf_counter()
         report.defects += audit(pkg)
+        report.defects += near_copies_in_context(pkg)
         notes = [Defect.of(DefectCode.PACKAGE_INVALID, n, severity="warning") for n in pkg.notes]
         report.seconds["audit"] = time.perf_counter() - started
         if on_disk is not None and self.run_harbor_lint:
@@ -147,7 +154,7 @@ class IssueDetector:
             return report  # nothing to execute
         started = time.perf_counter()
         try:
-            with placement(pkg, self.images, self.runtime) as place:
+            with placement(pkg, self.images, self.runtime, on_disk) as place:
                 if place.image is not None:
                     report.seconds["image"] = time.perf_counter() - started
                     report.image = place.image.image.ref

@@ -1,10 +1,12 @@
 """What this machine cannot reproduce of a task's own environment, and when a failure is
 therefore ours to explain rather than the task's defect.
 
-Two gaps matter today: the sandbox has no network (a phase the task lets reach the internet
-may need it), and a plain Harbor task's Dockerfile ``RUN`` lines are not executed (the
-inputs, packages and services they would create are missing). A failure that one of these
-gaps can explain makes the task "could not run here", with the reason; never a defect.
+Two gaps matter today: the network (an emulated phase has none; a phase in the task's image
+has the machine's, where only the Debian and PyPI registries answer, so a host elsewhere
+does not), and a plain Harbor task's Dockerfile ``RUN`` lines when the image is emulated
+(the inputs, packages and services they would create are missing). A failure that one of
+these gaps can explain makes the task "could not run here", with the reason (the host that
+did not answer, when the output names it); never a defect.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..package.package import EnvironmentPackage
 from ..sandbox import SandboxResult
 
 Phase = Literal["agent", "verifier"]
+PHASES: tuple[Phase, ...] = ("agent", "verifier")
 
 # Commands that fetch from the network, as task scripts write them.
 NETWORK_COMMAND = re.compile(
@@ -50,11 +53,23 @@ def scripts_of(pkg: EnvironmentPackage, phase: Phase) -> str:
 
 
 def needs_network(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | None) -> bool:
-    """The phase may use the network its task allows, and this run plausibly tried to."""
+    """The phase may use the network its task allows, and this run plausibly tried to
+    (with the network: and failed to reach a host; without: and there was none)."""
     if not network_allowed(pkg, phase):
         return False
     output = f"{run.stdout}\n{run.stderr}" if run is not None else ""
+    if run is not None and run.networked:
+        from ..image.build import unreachable_host
+
+        fetches = NETWORK_COMMAND.search(scripts_of(pkg, phase))
+        missing_tool = fetches and MISSING_TOOL.search(output)
+        return bool(unreachable_host(output) or NETWORK_FAILURE.search(output) or missing_tool)
     return bool(NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(scripts_of(pkg, phase)))
+
+
+# A tool the phase meant to download (a silent ``curl -s ... | sh``) is not there.
+MISSING_TOOL = re.compile(r"command not found|No such file or directory", re.IGNORECASE)
+URL_HOST = re.compile(r"https?://([\w-]+(?:\.[\w-]+)+)")
 
 
 def unreproduced(
@@ -66,6 +81,8 @@ def unreproduced(
     if needs_network(pkg, phase, run):
         where = "verifier" if phase == "verifier" else "solution"
         seen = _first_network_failure(run)
+        if run is not None and run.networked:
+            return _unreachable(pkg, phase, run, where)
         return f"the {where} may use the network its task allows, and this sandbox has none" + (
             f" ({seen})" if seen else ""
         )
@@ -83,3 +100,13 @@ def _first_network_failure(run: SandboxResult | None) -> str:
         return ""
     found = NETWORK_FAILURE.search(f"{run.stdout}\n{run.stderr}")
     return found.group(0) if found else ""
+
+
+def _unreachable(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult, where: str) -> str:
+    from ..image.build import REACHABLE, UNREACHABLE, unreachable_host
+
+    host = unreachable_host(f"{run.stdout}\n{run.stderr}")
+    if host is None:
+        named = sorted(set(URL_HOST.findall(scripts_of(pkg, phase))))
+        host = ", ".join(named[:3]) if named else "a host it downloads from"
+    return f"the {where} {UNREACHABLE}: {host} (only {REACHABLE} answer here)"

@@ -44,7 +44,7 @@ from ..sandbox import SandboxResult
 from .audit import is_private
 from .defects import Defect, DefectCode
 from .environment_limits import Phase, unreproduced
-from .grader_tamper import forge, grader_candidates
+from .grader_tamper import forge, grader_candidates, success_words
 from .mutations import CORRUPTIONS, blank_free_text, empty, remove
 from .partial_work import (
     PARTIAL_WORK_BOUND,
@@ -187,7 +187,7 @@ class ExecutionReview:
             if not self._valid(outcome, "reference"):
                 return
             self.stats.reference_reward = outcome.reward
-            if not self._reference_passes(outcome):
+            if not self._reference_passes(outcome, sound=_rejects_untouched(queue, outcomes)):
                 return
         for probe, outcome in zip(queue, outcomes, strict=True):
             if self._valid(outcome, probe.label):
@@ -288,19 +288,33 @@ class ExecutionReview:
         self._shortcuts(inputs, outputs)
         self._forged_graders(inputs)
 
-    def _reference_passes(self, outcome: VerifyOutcome, run: SandboxResult | None = None) -> bool:
+    def _reference_passes(
+        self, outcome: VerifyOutcome, run: SandboxResult | None = None, sound: bool = False
+    ) -> bool:
+        """``sound``: the verifier gave the untouched workspace a valid failing reward; a
+        valid reward short of passing on the reference is then the solution's fault (a
+        wrong oracle), owned by the builder, not the verifier's."""
         if outcome.reward is not None and outcome.reward >= self.limits.passing:
             return True
         self.unless_unreproduced("verifier", outcome.run)
         self.unless_unreproduced("agent", run)
         failing = {k: v for k, v in outcome.component_scores().items() if v < 1.0}
         failing |= {k: v for k, v in outcome.rewards.items() if v < self.limits.passing}
+        wrong_oracle = sound and outcome.reward is not None
         self.defects.append(
             Defect.of(
                 DefectCode.REFERENCE_REJECTED,
                 f"the reference completion scores {outcome.reward} "
                 f"(pass threshold {self.limits.passing})"
-                + (f"; rewards {outcome.rewards}" if len(outcome.rewards) > 1 else ""),
+                + (f"; rewards {outcome.rewards}" if len(outcome.rewards) > 1 else "")
+                + (
+                    "; the verifier rejects the untouched workspace, so the reference "
+                    "solution is what falls short"
+                    if wrong_oracle
+                    else ""
+                ),
+                owner="builder" if wrong_oracle else None,
+                blamed="solution" if wrong_oracle else "verifier",
                 reward=outcome.reward,
                 rewards=outcome.rewards,
                 failing_components=failing,
@@ -424,9 +438,10 @@ class ExecutionReview:
         if self.pkg.is_cowork:
             return  # the Cowork engine lives in tests/, out of the agent's reach
         candidates = grader_candidates(self.pkg, sorted(snapshot(inputs)), self.workdir)
+        words = success_words(self.pkg)
         for rel in candidates[:3]:
             with self.variant(inputs, "forged-grader") as ws:
-                forge(ws, rel)
+                forge(ws, rel, words)
                 self.must_fail(
                     ws,
                     f"untouched-with-forged-{rel}",
@@ -688,6 +703,15 @@ def tree_key(root: Path) -> str:
 
 class _StepsStop(Exception):
     """A step's setup failed: the finding is recorded, the review of the steps ends."""
+
+
+def _rejects_untouched(queue: list[_Probe], outcomes: list[VerifyOutcome]) -> bool:
+    """The untouched workspace was scored with the reference and got a valid reward that
+    fails it: the verifier tells doing nothing from doing the task."""
+    for probe, outcome in zip(queue, outcomes, strict=False):
+        if probe.label == "untouched" and outcome.valid and outcome.reward is not None:
+            return not any(rung.reached(outcome.reward) for rung in probe.rungs)
+    return False
 
 
 def _headline(rewards: dict[str, float]) -> float | None:

@@ -5,8 +5,11 @@
 file system; elsewhere it emulates the Dockerfile's WORKDIR and COPY lines on the host's
 ``/usr`` (RUN lines are not executed, and a failure they may explain is "could not run").
 ``build`` insists on the image (a machine that cannot build makes the task "could not
-run"); ``emulate`` never builds. Our own Cowork packages always run as before: their image
-is the project's role sandbox, which the host's sandbox already mirrors.
+run"); ``emulate`` never builds. In the image, each phase (the oracle as the agent, the
+verifier) has the network its task declares for it (``network_mode``, the phase's own
+override first), as Harbor's environment gives it; emulated phases have none. Our own Cowork
+packages always run as before: their image is the project's role sandbox, which the host's
+sandbox already mirrors.
 """
 
 from __future__ import annotations
@@ -15,19 +18,20 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Literal, cast, get_args
 
 from ..image.bases import BaseMap
 from ..image.build import BuildNetwork, ImageBuildFailed, TaskImageBuilder
 from ..image.buildah import Buildah, BuildahError
-from ..image.leaks import ImageFiles, meaning
+from ..image.leaks import ImageFiles, meaning, nearest
 from ..image.mounted import MountedImage, mounted
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..sandbox import BubblewrapSandbox, SandboxUnavailable
 from .audit import is_private
 from .defects import Defect, DefectCode
+from .environment_limits import PHASES, network_allowed
 
 ImageMode = Literal["auto", "build", "emulate"]
 
@@ -51,7 +55,7 @@ def default_mode() -> ImageMode:
 class ImageSettings:
     mode: ImageMode = field(default_factory=default_mode)
     base_images: tuple[str, ...] = ()  # PATTERN=LOCAL overrides of the base mapping
-    build_network: BuildNetwork = "none"
+    build_network: BuildNetwork = "on"
 
     def builder(self) -> TaskImageBuilder:
         return TaskImageBuilder(BaseMap.from_settings(self.base_images), self.build_network)
@@ -75,12 +79,22 @@ def builds_an_image(pkg: EnvironmentPackage) -> bool:
 
 @contextlib.contextmanager
 def placement(
-    pkg: EnvironmentPackage, settings: ImageSettings, runtime: LocalRuntime
+    pkg: EnvironmentPackage,
+    settings: ImageSettings,
+    runtime: LocalRuntime,
+    source: Path | None = None,
 ) -> Iterator[Placement]:
-    """The runtime (and mounted image) the task's phases run in, for the block."""
+    """The runtime (and mounted image) the task's phases run in, for the block; ``source``:
+    where the task lives (its image is named after it)."""
     if settings.mode == "emulate" or not builds_an_image(pkg):
         yield Placement(runtime)
         return
+    services = compose_services(pkg)
+    if services:
+        raise ImageUnavailable(
+            f"environment/docker-compose.yaml runs services besides main ({', '.join(services)}); "
+            "check builds and runs the main image alone, so what they serve is missing"
+        )
     cannot = Buildah.usable()
     if cannot is None and not isinstance(runtime.sandbox, BubblewrapSandbox):
         cannot = "the sandbox is not bubblewrap, which can run an image's root file system"
@@ -90,12 +104,22 @@ def placement(
         yield Placement(runtime, note=f"environment/Dockerfile is emulated, not built: {cannot}")
         return
     try:
-        with mounted(settings.builder(), pkg) as image:
+        with mounted(settings.builder(), pkg, source) as image:
             try:
-                sandbox = BubblewrapSandbox(rootfs=image.rootfs, env=image.image.env)
+                sandboxes = {
+                    phase: BubblewrapSandbox(
+                        rootfs=image.rootfs,
+                        env=_with_user_bin(image.image.env),
+                        network=network_allowed(pkg, phase),
+                    )
+                    for phase in PHASES
+                }
             except SandboxUnavailable as exc:
                 raise ImageUnavailable(str(exc)) from exc
-            inside = LocalRuntime(sandbox, runtime.solution_limits, runtime.verifier_limits)
+            inside = LocalRuntime(
+                sandboxes["agent"], runtime.solution_limits, runtime.verifier_limits
+            )
+            inside.phase_sandboxes = {str(k): v for k, v in sandboxes.items()}
             inside.parallel = runtime.parallel
             yield Placement(inside, image)
     except ImageBuildFailed as exc:
@@ -104,23 +128,101 @@ def placement(
         raise ImageUnavailable(f"buildah failed: {exc} ({exc.log.strip()[-300:]})") from exc
 
 
+def _with_user_bin(env: dict[str, str]) -> dict[str, str]:
+    """The image's ENV, with the sandbox user's ``~/.local/bin`` last on PATH: the image's
+    root is read-only and its user is not root, so ``pip install`` in a phase falls back to
+    a user install there (HOME is /tmp), and its scripts (``pytest``) must still be found."""
+    path = env.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    return {**env, "PATH": f"{path}:/tmp/.local/bin"}
+
+
+def compose_services(pkg: EnvironmentPackage) -> list[str]:
+    """The services a task's ``environment/docker-compose.yaml`` adds besides ``main`` (a
+    sidecar: an API server, an MCP server, a simulated user)."""
+    import yaml
+
+    for name in ("docker-compose.yaml", "docker-compose.yml"):
+        raw = pkg.files.get(f"environment/{name}")
+        if raw is None:
+            continue
+        try:
+            parsed = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+        except yaml.YAMLError:
+            return []
+        services = parsed.get("services") if isinstance(parsed, dict) else None
+        return sorted(str(s) for s in services if s != "main") if isinstance(services, dict) else []
+    return []
+
+
 def verifier_content_in_image(pkg: EnvironmentPackage, written: ImageFiles) -> Iterable[Defect]:
-    """A verifier or solution file (code, an answer file) the build put in the image. One the
-    build copied verbatim from ``environment/`` is already reported by the audit."""
+    """A verifier or solution file (code, an answer file) the build put in the image, as is
+    or nearly (``leaks.similarity``). One the build copied verbatim from ``environment/`` is
+    already reported by the audit (and its near copies by ``near_copies_in_context``)."""
     in_context = {meaning(data) for data in pkg.under("environment").values()}
+    context_bytes = set(pkg.under("environment").values())
+    candidates: dict[str, bytes] | None = None
+    for rel, content in private_files(pkg).items():
+        where = written.saying(content)
+        if where is not None:
+            if meaning(content) not in in_context:
+                yield Defect.of(
+                    DefectCode.LEAK_VERIFIER_CONTENT,
+                    f"the image's {where}, written by environment/Dockerfile, says what {rel} "
+                    "says; the agent can read it",
+                    file=rel,
+                    image_path=where,
+                )
+            continue
+        if candidates is None:
+            candidates = {w: c for w, c in written.contents().items() if c not in context_bytes}
+        near = nearest(content, candidates)
+        if near is not None:
+            yield Defect.of(
+                DefectCode.LEAK_VERIFIER_CONTENT,
+                f"the image's {near.where}, written by environment/Dockerfile, is a near copy "
+                f"of {rel} (similarity {near.similarity:.2f}); the agent can read it",
+                file=rel,
+                image_path=near.where,
+                similarity=near.similarity,
+            )
+
+
+def private_files(pkg: EnvironmentPackage) -> dict[str, bytes]:
+    """The verifier's and the solution's code and answer files (steps' too)."""
+    found = {}
     for rel, content in sorted(pkg.files.items()):
         parts = PurePosixPath(rel).parts
         private_dir = parts[0] in ("tests", "solution") or (
             len(parts) > 3 and parts[0] == "steps" and parts[2] in ("tests", "solution")
         )
-        if not private_dir or not is_private(rel) or len(content) < 32:
-            continue
-        where = written.saying(content)
-        if where is not None and meaning(content) not in in_context:
+        if private_dir and is_private(rel) and len(content) >= 32:
+            found[rel] = content
+    return found
+
+
+def near_copies_in_context(pkg: EnvironmentPackage) -> Iterable[Defect]:
+    """An ``environment/`` file (what the image is built from, agent-visible) that is a near
+    copy of verifier or solution content: a grader copied with a path changed, an answer
+    file with a row edited. Byte-identical copies are the audit's finding already."""
+    if pkg.is_cowork:
+        return  # the audit's exact checks and the Cowork layout cover our own packages
+    context = {
+        f"environment/{rel}": data
+        for rel, data in pkg.under("environment").items()
+        if not rel.endswith("Dockerfile")
+    }
+    reported: set[str] = set()
+    for rel, content in private_files(pkg).items():
+        if content in context.values():
+            continue  # an exact copy: audit.private_files_in_workspace
+        near = nearest(content, {w: c for w, c in context.items() if w not in reported})
+        if near is not None:
+            reported.add(near.where)
             yield Defect.of(
                 DefectCode.LEAK_VERIFIER_CONTENT,
-                f"the image's {where}, written by environment/Dockerfile, says what {rel} "
-                "says; the agent can read it",
-                file=rel,
-                image_path=where,
+                f"{near.where} is a near copy of {rel} (similarity {near.similarity:.2f}); "
+                "the agent can read it",
+                file=near.where,
+                source=rel,
+                similarity=near.similarity,
             )

@@ -53,6 +53,7 @@ LOCAL_PREFIX = "localhost/cowork-gym/check-base"
 ARCHIVE_TRANSPORTS = ("oci-archive:", "docker-archive:", "oci:")
 # Bump when a recipe changes in a way its key does not see.
 RECIPE = 2
+PYTHON_RECIPE = 2  # the Python bases' own part (test data left out of the stdlib)
 # What the official slim images install, plus passwd (Dockerfiles add users).
 DEBIAN_PACKAGES = ("ca-certificates", "netbase", "tzdata", "passwd")
 PYTHON_LIBRARIES = (
@@ -131,11 +132,20 @@ class BaseMap:
                     found = PYTHON_MINOR.match(wanted)
                     return f"python:{found.group(1)}" if found else rule.local
                 return rule.local
-        raise BaseUnavailable(
-            f"base image {ref} is not available here (no registry is reachable); "
-            f"map it with --base-image {ref}=LOCAL (an image in the check storage or "
-            "oci-archive:PATH)"
-        )
+        raise BaseUnavailable(missing_image(ref))
+
+    def resolve_copied(self, buildah: Buildah, ref: str) -> str:
+        """The local image a ``COPY --from=IMAGE`` reads: only a mapping (``--base-image``)
+        or an image already stored here. A default rule does not apply: a stand-in base
+        lacks the files such a COPY wants (``/uv`` from ``ghcr.io/astral-sh/uv``, say)."""
+        wanted = normalise(ref)
+        rule = next((r for r in self.overrides if fnmatch.fnmatchcase(wanted, r.pattern)), None)
+        if rule is not None:
+            return self.resolve(buildah, ref, buildah.root / "logs")
+        for stored in (ref, wanted, f"localhost/{wanted}"):
+            if buildah.image_id(stored) is not None:
+                return stored
+        raise BaseUnavailable(missing_image(ref, "COPY --from"))
 
     def resolve(self, buildah: Buildah, ref: str, log_dir: Path) -> str:
         """The local image ref for ``ref``, building or importing it when needed."""
@@ -152,6 +162,14 @@ class BaseMap:
                 f"({buildah.root / 'storage'}); import it there or map to oci-archive:PATH"
             )
         return local
+
+
+def missing_image(ref: str, how: str = "FROM") -> str:
+    return (
+        f"needs image {ref} ({how}): not stored here, and no container registry answers; "
+        f"map it with --base-image {ref}=LOCAL (an image in the check storage, or "
+        "oci-archive:PATH)"
+    )
 
 
 def _import_archive(buildah: Buildah, source: str) -> str:
@@ -216,6 +234,7 @@ class PythonBase(DebianBase):
 
     def key(self) -> str:
         digest = hashlib.sha256(super().key().encode())
+        digest.update(f"python-recipe={PYTHON_RECIPE}\n".encode())
         digest.update(f"{self.prefix} {_version_of(self.prefix)}".encode())
         for name, version in self.bundled():
             digest.update(f"{name}={version}".encode())
@@ -250,7 +269,9 @@ class PythonBase(DebianBase):
         # Bytecode ahead of time: the sandbox's root is read-only, and compiling the stdlib
         # and pytest afresh would cost every verifier run about a second.
         lib = f"/usr/local/lib/python{self.minor}"
-        _chroot(rootfs, "/usr/local/bin/python3", "-m", "compileall", "-q", lib)
+        # -x: any test data left (a pyenv build with its own layout) is not ours to compile
+        skip = r"[/\\](tests?|idle_test)[/\\]"
+        _chroot(rootfs, "/usr/local/bin/python3", "-m", "compileall", "-q", "-x", skip, lib)
 
     def config(self) -> list[str]:
         return [*super().config(), "--env", "LANG=C.UTF-8", "--cmd", '["python3"]']
@@ -283,6 +304,9 @@ def _version_of(prefix: Path) -> str:
 
 
 SKIPPED_STDLIB = ("test", "idlelib", "tkinter", "turtledemo", "__pycache__")
+# Test suites inside standard-library packages (lib2to3/tests/data holds files that are
+# broken on purpose: compileall exits 1 on them); the official slim images drop them too.
+SKIPPED_NESTED = ("tests", "test", "idle_test")
 
 
 def _install_cpython(prefix: Path, minor: str, usr_local: Path) -> None:
@@ -301,6 +325,8 @@ def _install_cpython(prefix: Path, minor: str, usr_local: Path) -> None:
     def skipped(folder: str, names: list[str]) -> list[str]:
         top = Path(folder) == prefix / "lib" / f"python{minor}"
         drop = [n for n in names if n == "__pycache__" or (top and n in SKIPPED_STDLIB)]
+        in_stdlib = "site-packages" not in Path(folder).parts
+        drop += [n for n in names if in_stdlib and not top and n in SKIPPED_NESTED]
         drop += [n for n in names if n.startswith(("_test", "_tkinter", "xxlimited"))]
         drop += [n for n in names if n.endswith(".pth") or n.endswith(".a")]
         if Path(folder).name == "site-packages":  # only pip, as the official images
@@ -341,14 +367,39 @@ def _chroot(rootfs: Path, *argv: str) -> None:
     subprocess.run(["chroot", str(rootfs), *argv], check=True, capture_output=True)
 
 
+# Lines of a failed step's output that say what went wrong (not a SyntaxWarning's context).
+ERROR_LINE = re.compile(
+    r"(Error|error:|\*\*\*|E: |Traceback|No such file|not found|denied|failed)", re.IGNORECASE
+)
+NOISE_LINE = re.compile(r"(SyntaxWarning|DeprecationWarning|^\s*\S.*\^+\s*$)")
+
+
+def real_error(text: str, lines: int = 8) -> str:
+    """The lines of a failed command's output that name the error: its own error lines
+    (compileall's ``***`` and ``SyntaxError``, apt's ``E:``, a traceback's last line), not
+    the warnings around them; the tail when none is recognisable."""
+    kept = [
+        line.strip()
+        for line in text.splitlines()
+        if ERROR_LINE.search(line) and not NOISE_LINE.search(line)
+    ]
+    return "\n".join(kept[-lines:]) if kept else log_tail(text, lines)
+
+
 def _ensure_recipe(buildah: Buildah, recipe: DebianBase, log_dir: Path) -> str:
+    """The recipe's image, built once per key. A build that failed is remembered with its
+    log (``bases/<name>.failed``: the key, then the reason) and not retried for the same key:
+    every task on that base would pay a minute again for the same failure."""
     key = recipe.key()
     stamp = buildah.root / "bases" / f"{recipe.name}.key"
+    failed = buildah.root / "bases" / f"{recipe.name}.failed"
     if stamp.is_file() and stamp.read_text().strip() == key and buildah.image_id(recipe.ref):
         return recipe.ref
+    _raise_if_failed_before(failed, key)
     with buildah.locked():
         if stamp.is_file() and stamp.read_text().strip() == key and buildah.image_id(recipe.ref):
             return recipe.ref  # built by another process while we waited
+        _raise_if_failed_before(failed, key)
         for stale in buildah.root.glob(".base-*"):  # left by an interrupted build
             shutil.rmtree(stale, ignore_errors=True)
         log = log_dir / f"base-{recipe.name}.log"
@@ -357,12 +408,33 @@ def _ensure_recipe(buildah: Buildah, recipe: DebianBase, log_dir: Path) -> str:
         except (subprocess.CalledProcessError, OSError, BuildahError) as exc:
             detail = getattr(exc, "log", "") or getattr(exc, "stderr", b"") or str(exc)
             text = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
-            raise BaseUnavailable(
-                f"could not build the local base {recipe.ref} (see {log}): {log_tail(text, 8)}"
-            ) from exc
+            if isinstance(exc, subprocess.CalledProcessError):
+                text += "\n" + _decoded(exc.stdout)
+                with log.open("a") as sink:  # the log keeps what the failed step printed
+                    sink.write(f"\n$ {' '.join(map(str, exc.cmd))}\n{text}\n")
+            reason = f"could not build the local base {recipe.ref} (log {log}): {real_error(text)}"
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            failed.write_text(f"{key}\n{reason}\n")
+            raise BaseUnavailable(reason) from exc
         stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(key + "\n")
+        failed.unlink(missing_ok=True)
     return recipe.ref
+
+
+def _raise_if_failed_before(failed: Path, key: str) -> None:
+    if failed.is_file():
+        remembered_key, _, reason = failed.read_text().partition("\n")
+        if remembered_key.strip() == key:
+            raise BaseUnavailable(
+                f"{reason.strip()} (failed before with the same recipe; delete {failed} to retry)"
+            )
+
+
+def _decoded(data: object) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data if isinstance(data, str) else ""
 
 
 def _build_recipe(buildah: Buildah, recipe: DebianBase, key: str, log: Path) -> None:

@@ -2,11 +2,17 @@
 
 The image is keyed by the build context (files and exec bits), the Dockerfile as rewritten
 onto local bases, those bases' ids and the build network; an unchanged task is not rebuilt.
-``RUN`` steps get no network unless the caller allows the task's own (``network="task"``):
-a task under audit does not reach the outside by default. A build that fails is this
-machine's limit, not the task's defect (a base mapped to a stand-in, no network for a
-``pip install``): ``ImageBuildFailed`` carries the reason and the log's tail, and the
-Issue Detector reports the task as "could not run".
+``RUN`` steps get the network by default, as ``docker build`` gives them (build time is not
+the task's run time: a ``no-network`` task's image is still built with ``apt-get install``);
+``network="task"`` builds with the task's own runtime policy, ``"none"`` offline. Where only
+some hosts answer (a machine that reaches the Debian and PyPI registries and nothing else),
+a step that fails on another host is reported with that host's name.
+
+A build that fails is this machine's limit, not the task's defect (a base or a ``COPY
+--from`` image nobody stored here, a host that does not answer): ``ImageBuildFailed``
+carries the reason and the log's tail, and the Issue Detector reports the task as "could not
+run". Images and logs are named after the task and a digest of where it lives, so two tasks
+(two without ``[task] name``, say) never overwrite each other's.
 """
 
 from __future__ import annotations
@@ -23,13 +29,31 @@ from typing import Literal
 from ..package.package import EnvironmentPackage
 from .bases import BaseMap, BaseUnavailable
 from .buildah import Buildah, BuildahError, log_tail
-from .dockerfile import UnresolvedBase, bases, rewrite
+from .dockerfile import UnresolvedBase, bases, copied_images, rewrite
 
-BuildNetwork = Literal["none", "task"]
+BuildNetwork = Literal["on", "task", "none"]
 TASK_PREFIX = "localhost/cowork-gym/check-task"
-RECIPE = 1  # bump when the build command changes in a way the key does not see
-NEEDS_NETWORK = "needs the network, and images are built without one here"
+RECIPE = 2  # bump when the build command changes in a way the key does not see
+NEEDS_NETWORK = "needs the network, and this build had none"
+UNREACHABLE = "reaches a host that does not answer from this machine"
 STEP_LINE = re.compile(r"^STEP \d+/\d+: (.*)$", re.MULTILINE)
+# What a build step prints when a host does not resolve or answer; group "host" names it.
+UNREACHABLE_HOST = (
+    re.compile(r"Could not resolve host:? '?(?P<host>[\w.-]+)"),  # curl, git
+    re.compile(r"Temporary failure resolving '(?P<host>[\w.-]+)'"),  # apt
+    re.compile(r"Could not resolve '(?P<host>[\w.-]+)'"),  # apt
+    re.compile(r"unable to resolve host address '(?P<host>[\w.-]+)'"),  # wget
+    re.compile(r"Resolving (?P<host>[\w.-]+) \([\w.-]+\)\.\.\. failed"),  # wget
+    re.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (?P<host>[\w.-]+)"),  # npm, node
+    re.compile(r"ConnectionPool\(host='(?P<host>[\w.-]+)'"),  # pip, requests
+    re.compile(r"dns error.*?(?:https?://)?(?P<host>[\w-]+(?:\.[\w-]+)+)"),  # uv, cargo
+    re.compile(
+        r"(?:Failed to fetch|Could not fetch URL|fetch failed) `?https?://(?P<host>[\w.-]+)"
+    ),
+    re.compile(r"Failed to connect to (?P<host>[\w.-]+) port"),  # curl
+)
+# The only registries that answer on a machine like this one (for the message).
+REACHABLE = "the Debian and PyPI registries"
 
 
 class ImageBuildFailed(RuntimeError):
@@ -50,10 +74,11 @@ class TaskImage:
 @dataclass
 class TaskImageBuilder:
     bases: BaseMap = field(default_factory=BaseMap)
-    network: BuildNetwork = "none"
+    network: BuildNetwork = "on"
     buildah: Buildah = field(default_factory=Buildah.here)
 
-    def build(self, pkg: EnvironmentPackage) -> TaskImage:
+    def build(self, pkg: EnvironmentPackage, source: Path | None = None) -> TaskImage:
+        """``source``: where the task lives (its image and log are named after it)."""
         started = time.perf_counter()
         context = pkg.under("environment")
         dockerfile = context.get("Dockerfile", b"").decode("utf-8", errors="replace")
@@ -61,21 +86,24 @@ class TaskImageBuilder:
         try:
             froms = bases(dockerfile)
             local = {ref.image: self.bases.resolve(self.buildah, ref.image, logs) for ref in froms}
+            for image in copied_images(dockerfile):
+                local[image] = self.bases.resolve_copied(self.buildah, image)
         except (BaseUnavailable, UnresolvedBase) as exc:
             raise ImageBuildFailed(str(exc)) from exc
         rewritten = rewrite(dockerfile, lambda image: local[image])
         network = self._network(pkg)
         key = self._key(pkg, context, rewritten, sorted(set(local.values())), network)
-        ref = f"{TASK_PREFIX}/{_slug(pkg.name)}:{key[:16]}"
+        name = task_slug(pkg, source)
+        ref = f"{TASK_PREFIX}/{name}:{key[:16]}"
         cached = self.buildah.image_id(ref) is not None
         failed = self.buildah.root / "failed" / key
-        if not cached and failed.is_file():  # the same build, offline: it fails the same way
+        if not cached and failed.is_file():  # the same build failed for want of a host
             raise ImageBuildFailed(failed.read_text())
         if not cached:
             try:
-                self._build(pkg, context, rewritten, ref, network, logs / f"{_slug(pkg.name)}.log")
+                self._build(pkg, context, rewritten, ref, network, logs / f"{name}.log")
             except ImageBuildFailed as exc:
-                if network == "none" and NEEDS_NETWORK in str(exc):
+                if NEEDS_NETWORK in str(exc) or UNREACHABLE in str(exc):
                     failed.parent.mkdir(parents=True, exist_ok=True)
                     failed.write_text(str(exc))
                 raise
@@ -91,6 +119,8 @@ class TaskImageBuilder:
         return TaskImage(ref, final, workdir, env, seconds, cached, added)
 
     def _network(self, pkg: EnvironmentPackage) -> str:
+        if self.network == "on":
+            return "host"
         if self.network == "task" and pkg.config.environment.network_mode != "no-network":
             return "host"
         return "none"
@@ -168,13 +198,45 @@ def _why(output: str, network: str, log: Path) -> str:
     steps = STEP_LINE.findall(output)
     failed = steps[-1].strip() if steps else "the build"
     tail = log_tail(output, 6)
-    if network == "none" and (NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(failed)):
+    # only what the failing step printed: an earlier step's retried download is not the cause
+    last_step = output[output.rfind(f"STEP {len(steps)}/") :] if steps else output
+    host = unreachable_host(last_step)
+    if network == "none" and (NETWORK_FAILURE.search(last_step) or NETWORK_COMMAND.search(failed)):
         return (
             f"environment/Dockerfile step {failed[:120]!r} {NEEDS_NETWORK} "
-            f"(check --build-network task allows the task's own); "
+            f"(check --build-network on gives RUN steps the network, as docker build does); "
             f"build log {log}: {tail}"
         )
+    if host is not None:
+        return (
+            f"environment/Dockerfile step {failed[:120]!r} {UNREACHABLE}: {host} (only "
+            f"{REACHABLE} answer here); build log {log}: {tail}"
+        )
     return f"environment/Dockerfile did not build here at {failed[:120]!r} (log {log}): {tail}"
+
+
+def unreachable_host(output: str) -> str | None:
+    """The first host a build or phase failed to reach, as its output names it."""
+    for pattern in UNREACHABLE_HOST:
+        found = pattern.search(output)
+        if found:
+            return found.group("host").rstrip(".")
+    return None
+
+
+def task_slug(pkg: EnvironmentPackage, source: Path | None) -> str:
+    """The task's name and a digest of where it lives (of its files, when it lives nowhere):
+    unique per task, stable across runs, readable in ``buildah images`` and the log folder."""
+    if source is not None:
+        where = str(source.resolve()).encode()
+        named = pkg.config.task.name if pkg.config.task else source.resolve().name
+    else:
+        digest = hashlib.sha256()
+        for rel in sorted(pkg.files):
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(pkg.files[rel]).digest())
+        where = digest.digest()
+        named = pkg.name
+    return f"{_slug(named)[:60]}-{hashlib.sha256(where).hexdigest()[:10]}"
 
 
 def _strings(value: object) -> list[str]:

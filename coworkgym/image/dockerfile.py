@@ -1,5 +1,6 @@
-"""The ``FROM`` lines of a Dockerfile, and the same Dockerfile with each external base
-replaced by its local image (stage names and ``scratch`` are kept)."""
+"""The ``FROM`` lines of a Dockerfile (and the images its ``COPY --from`` reads), and the
+same Dockerfile with each external image replaced by its local one (stage names, stage
+indexes and ``scratch`` are kept)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 
 FROM_LINE = re.compile(r"^(\s*FROM\s+)(.*?)(\s*(?:#.*)?)$", re.IGNORECASE)
 ARG_LINE = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE)
+COPY_FROM = re.compile(r"^(\s*(?:COPY|ADD)\s+(?:--\S+\s+)*?--from=)(\S+)", re.IGNORECASE)
+STAGE_NAME = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\S+\s+AS\s+(\S+)", re.IGNORECASE)
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -49,9 +52,29 @@ def bases(dockerfile: str) -> list[BaseReference]:
     return found
 
 
+def copied_images(dockerfile: str) -> list[str]:
+    """Images a ``COPY --from`` reads that are not a stage of this build (nor its index)."""
+    lines = dockerfile.splitlines()
+    stages = {m.group(1).lower() for line in lines if (m := STAGE_NAME.match(line))}
+    found: list[str] = []
+    for line in lines:
+        matched = COPY_FROM.match(line)
+        image = matched.group(2).strip("\"'") if matched else ""
+        if image and image.lower() not in stages and not image.isdigit() and image not in found:
+            found.append(image)
+    return found
+
+
 def rewrite(dockerfile: str, local: Callable[[str], str]) -> str:
-    """The Dockerfile with each external base image replaced by ``local(image)``."""
+    """The Dockerfile with each external image (a base, or one ``COPY --from`` reads)
+    replaced by ``local(image)``."""
     lines = dockerfile.splitlines(keepends=True)
+    copied = set(copied_images(dockerfile))
+    for number, text in enumerate(lines):
+        matched = COPY_FROM.match(text)
+        if matched and matched.group(2).strip("\"'") in copied:
+            image = local(matched.group(2).strip("\"'"))
+            lines[number] = matched.group(1) + image + text[matched.end() :]
     for ref in bases(dockerfile):
         text = lines[ref.line]
         ending = text[len(text.rstrip("\r\n")) :]

@@ -8,12 +8,20 @@ runs as root there and can read them all. A file that *says* the same as a verif
 of an input is not (the verifier's copy of what the agent already has is fine). "Says the
 same": the same bytes, or the same JSON value (a RUN line rarely writes the indentation the
 solution does), or the same text up to trailing whitespace.
+
+Near copies count too: a grader copied with one path changed, an answer file with one row
+edited. ``similarity`` compares two texts token by token (words, numbers and punctuation;
+whitespace, case and quoting style do not count) with difflib's matching-blocks ratio, so
+one changed line in a forty-line file still scores about 0.95; ``NEAR_COPY`` is the bar. A
+finding carries the similarity.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +29,10 @@ from pathlib import Path
 MAX_SCANNED_BYTES = 2 * 1024 * 1024  # answers are small; site-packages wheels are not read
 SKIPPED_TOP = {"proc", "sys", "dev", "run"}
 MIN_LEAK_BYTES = 16
+NEAR_COPY = 0.85  # token similarity at which a text is a near copy of another
+MIN_NEAR_TOKENS = 40  # shorter texts are too alike by chance (a shebang and an echo)
+MAX_NEAR_TOKENS = 20_000  # the ratio is quadratic at worst; larger files are compared exactly
+TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|[^\sA-Za-z0-9_'\"]")
 
 
 def changed_files(image: Path, base: Path | None) -> dict[str, Path]:
@@ -88,6 +100,7 @@ class ImageFiles:
 
     files: dict[str, Path]
     _index: dict[str, str] | None = field(default=None, repr=False)
+    _contents: dict[str, bytes] | None = field(default=None, repr=False)
 
     def index(self) -> dict[str, str]:
         if self._index is None:
@@ -106,3 +119,62 @@ class ImageFiles:
         """The in-image path of a written file that says what ``data`` says, if any."""
         said = meaning(data) if len(data) >= MIN_LEAK_BYTES else None
         return self.index().get(said) if said is not None else None
+
+    def near(self, data: bytes, bar: float = NEAR_COPY) -> NearCopy | None:
+        """The written file most like ``data`` (a near copy), when one reaches ``bar``."""
+        return nearest(data, self.contents(), bar)
+
+    def contents(self) -> dict[str, bytes]:
+        """The written text files small enough to compare (read once)."""
+        if self._contents is None:
+            self._contents = {}
+            for where, host in sorted(self.files.items()):
+                try:
+                    self._contents[where] = host.read_bytes()
+                except OSError:
+                    continue
+        return self._contents
+
+
+def tokens(data: bytes) -> list[str] | None:
+    """What a text says, as tokens (None for a binary file or one too long to compare)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    found = TOKEN.findall(text.lower())
+    return found if len(found) <= MAX_NEAR_TOKENS else None
+
+
+def similarity(a: list[str], b: list[str]) -> float:
+    """How much of two token sequences matches, in order (difflib's ratio, 0..1)."""
+    if not a or not b:
+        return 0.0
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.real_quick_ratio() < NEAR_COPY or matcher.quick_ratio() < NEAR_COPY:
+        return matcher.quick_ratio() if matcher.real_quick_ratio() >= NEAR_COPY else 0.0
+    return matcher.ratio()
+
+
+@dataclass(frozen=True)
+class NearCopy:
+    where: str  # the copy's path (in the image, or in the package)
+    similarity: float
+
+
+def nearest(data: bytes, candidates: dict[str, bytes], bar: float = NEAR_COPY) -> NearCopy | None:
+    """The candidate most like ``data`` at ``bar`` or above (None for short texts)."""
+    wanted = tokens(data)
+    if wanted is None or len(wanted) < MIN_NEAR_TOKENS:
+        return None
+    best: NearCopy | None = None
+    for where, content in sorted(candidates.items()):
+        if min(len(content), len(data)) < 0.6 * max(len(content), len(data)):
+            continue  # too different in size to reach the bar (and cheap to tell)
+        theirs = tokens(content)
+        if theirs is None or len(theirs) < MIN_NEAR_TOKENS:
+            continue
+        score = similarity(wanted, theirs)
+        if score >= bar and (best is None or score > best.similarity):
+            best = NearCopy(where, round(score, 3))
+    return best

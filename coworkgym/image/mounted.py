@@ -37,9 +37,11 @@ class MountedImage:
 
 
 @contextlib.contextmanager
-def mounted(builder: TaskImageBuilder, pkg: EnvironmentPackage) -> Iterator[MountedImage]:
+def mounted(
+    builder: TaskImageBuilder, pkg: EnvironmentPackage, source: Path | None = None
+) -> Iterator[MountedImage]:
     """Build (or find) the task's image and mount a working container of it for the block."""
-    image = builder.build(pkg)
+    image = builder.build(pkg, source)
     with builder.buildah.rootfs(image.ref) as rootfs:
         layers = builder.buildah.layer_dirs(image.added_layers)
         if layers is not None:  # the build's own layers: read them, not the whole image

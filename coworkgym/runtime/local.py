@@ -1,11 +1,17 @@
 """Run a package's reference solution and verifier in local sandboxes.
 
 Mount plan (the same separation the Kubernetes Jobs use):
-- solution:  workspace rw at the workdir, solution/ ro at /solution, nothing else
+- solution:  workspace rw at the workdir, solution/ ro at /solution, and a fresh /logs
+             rw holding agent/, verifier/ and artifacts/ (what Harbor's environment mounts
+             there: a task's setup.sh or solve.sh may write them), nothing else
 - verifier:  a *copy* of the workspace at the workdir, tests/ ro at /tests,
-             a fresh /logs/verifier rw — so a run cannot forge or reuse a reward; the
-             copy is normalised (``verifier_copy``: modes, no links out, no FIFOs or
-             devices, sizes capped), so nothing the agent left can make the run invalid
+             a fresh /logs rw (its verifier/ holds the reward) — so a run cannot forge or
+             reuse a reward; the copy is normalised (``verifier_copy``: modes, no links
+             out, no FIFOs or devices, sizes capped), so nothing the agent left can make
+             the run invalid
+
+``phase_sandboxes``: a sandbox per phase ("agent", "verifier") where they differ — a task
+image's phases run with the network their task declares for each.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class LocalRuntime:
         verifier_limits: Limits | None = None,
     ) -> None:
         self.sandbox = sandbox or default_sandbox()
+        self.phase_sandboxes: dict[str, Sandbox] = {}
         self.solution_limits = solution_limits or Limits(timeout_s=300, memory_mb=2048)
         self.verifier_limits = verifier_limits or Limits(timeout_s=300, memory_mb=2048)
         self.sandbox_seconds = 0.0  # time spent inside sandboxes (for the benchmarks)
@@ -72,8 +79,9 @@ class LocalRuntime:
         self._counting = threading.Lock()  # verify_many runs sandboxes from threads
         self.parallel = max(1, len(os.sched_getaffinity(0)))  # verifier runs at once
 
-    def _run(self, *args: Any, **kwargs: Any) -> SandboxResult:
-        result = self.sandbox.run(*args, **kwargs)
+    def _run(self, *args: Any, phase: str = "agent", **kwargs: Any) -> SandboxResult:
+        sandbox = self.phase_sandboxes.get(phase, self.sandbox)
+        result = sandbox.run(*args, **kwargs)
         with self._counting:
             self.sandbox_seconds += result.duration_s
             self.sandbox_cpu_seconds += result.cpu_s or 0.0
@@ -104,12 +112,13 @@ class LocalRuntime:
                 (workspace / rel).chmod(0o755)
         if "setup.sh" not in files:
             return None
-        return self._run(
-            ["bash", f"{workdir.rstrip('/')}/setup.sh"],
-            [Mount(workspace, workdir, writable=True)],
-            limits=self.solution_limits,
-            cwd=workdir,
-        )
+        with tempfile.TemporaryDirectory(prefix="cwg-setup-") as tmp:
+            return self._run(
+                ["bash", f"{workdir.rstrip('/')}/setup.sh"],
+                [Mount(workspace, workdir, writable=True), harbor_logs(Path(tmp))],
+                limits=self.solution_limits,
+                cwd=workdir,
+            )
 
     def run_script(
         self,
@@ -124,9 +133,10 @@ class LocalRuntime:
             solution = Path(tmp) / "solution"
             solution.mkdir()
             write_files(solution, solution_files)
+            mounts = [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")]
             return self._run(
                 ["bash", "/solution/solve.sh"],
-                [Mount(workspace, workdir, writable=True), Mount(solution, "/solution")],
+                [*mounts, harbor_logs(Path(tmp))],
                 limits=self.solution_limits,
                 env={**(env or {}), "COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir},
                 cwd=workdir,
@@ -162,14 +172,14 @@ class LocalRuntime:
         holds ``tests/`` overlaid with ``steps/<step>/tests/``, as Harbor uploads them."""
         with tempfile.TemporaryDirectory(prefix="cwg-verify-") as tmp:
             root = Path(tmp)
-            tests, logs, ws = root / "tests", root / "logs", root / "workspace"
+            tests, ws = root / "tests", root / "workspace"
             write_files(tests, uploaded(pkg.files, "tests"))
             if step is not None:
                 write_files(tests, uploaded(pkg.files, f"steps/{step}/tests"))
-            logs.mkdir()
+            all_logs = harbor_logs(root)
+            logs = all_logs.source / "verifier"
             copied = copy_for_verifier(workspace, ws, workdir)
-            mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests")]
-            mounts.append(Mount(logs, "/logs/verifier", writable=True))
+            mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests"), all_logs]
             env = {
                 "COWORK_WORKSPACE": workdir,
                 "COWORK_TESTS_DIR": "/tests",
@@ -185,6 +195,7 @@ class LocalRuntime:
             run = self._run(
                 ["bash", "/tests/test.sh"],
                 mounts,
+                phase="verifier",
                 limits=self.verifier_limits,
                 env={**pkg.config.verifier.env, **env},
                 cwd="/tests",
@@ -228,6 +239,7 @@ class LocalRuntime:
             run = self._run(
                 driver_argv(len(workspaces)),
                 [Mount(root / "batch", BATCH_ROOT, writable=True), Mount(tests, "/tests")],
+                phase="verifier",
                 limits=dataclasses.replace(self.verifier_limits, timeout_s=limit),
                 env={**pkg.config.verifier.env, "PYTHONPATH": "/tests"},
                 cwd="/tests",
@@ -238,6 +250,17 @@ class LocalRuntime:
                 dataclasses.replace(read_outcome(logs, run), copied=copied)
                 for (_, logs), copied in zip(pairs, copies, strict=True)
             ]
+
+
+HARBOR_LOG_DIRS = ("agent", "verifier", "artifacts")  # Harbor's EnvironmentPaths under /logs
+
+
+def harbor_logs(parent: Path) -> Mount:
+    """A fresh, writable ``/logs`` with what Harbor's environment mounts inside it."""
+    logs = parent / "logs"
+    for name in HARBOR_LOG_DIRS:
+        (logs / name).mkdir(parents=True, exist_ok=True)
+    return Mount(logs, "/logs", writable=True)
 
 
 def read_outcome(logs: Path, run: SandboxResult) -> VerifyOutcome:

@@ -49,6 +49,7 @@ class SandboxResult:
     oom_killed: bool = False
     cpu_s: float | None = None  # measured by the backend when it can (cgroup accounting)
     disk_exceeded: bool = False  # killed: the writable mounts passed Limits.max_disk_mb
+    networked: bool = False  # the run had the machine's network (else none at all)
 
     @property
     def ok(self) -> bool:

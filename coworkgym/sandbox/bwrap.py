@@ -6,7 +6,9 @@ Why these choices:
   not root outside either (``/etc/shadow`` stays unreadable). A user namespace would map
   the sandbox user back to root on the host, which is why we do not use one as root.
 - Fresh PID, mount, IPC, UTS, cgroup and *network* namespaces; the network namespace has
-  only its own loopback, so there is no egress at all.
+  only its own loopback, so there is no egress at all. ``network=True`` (a task image's phase
+  whose task allows the network, as Harbor's environment gives it) shares the machine's
+  network instead, with the host's ``/etc/resolv.conf`` and ``/etc/hosts``.
 - Only ``/usr`` (plus the merged-usr symlinks) and ``/etc`` of the host are visible,
   read-only; everything else is an explicit Mount.
 """
@@ -44,18 +46,20 @@ BASE_ENV = {
 class BubblewrapSandbox:
     """``rootfs``: run in that root file system (a task image's, mounted) instead of the
     host's ``/usr`` and ``/etc``; it is read-only inside, like the host's, and ``env`` (the
-    image's ENV) is the base environment there."""
+    image's ENV) is the base environment there. ``network``: share the machine's network."""
 
     def __init__(
         self,
         bwrap: str | None = None,
         rootfs: Path | None = None,
         env: Mapping[str, str] | None = None,
+        network: bool = False,
     ) -> None:
         self.bwrap = bwrap or shutil.which("bwrap")
         self.setpriv = shutil.which("setpriv")
         self.rootfs = rootfs
         self.env = dict(env or {})
+        self.network = network
         if self.bwrap is None:
             raise SandboxUnavailable(f"bubblewrap (bwrap) not found on PATH; {INSTALL_HINT}")
         if os.geteuid() == 0 and self.setpriv is None:
@@ -87,7 +91,8 @@ class BubblewrapSandbox:
         self, argv: Sequence[str], mounts: Sequence[Mount], env: Mapping[str, str], cwd: str
     ) -> list[str]:
         """The full command line (exposed for tests and for debugging a failed run)."""
-        cmd = [str(self.bwrap), "--unshare-ipc", "--unshare-pid", "--unshare-net"]
+        cmd = [str(self.bwrap), "--unshare-ipc", "--unshare-pid"]
+        cmd += [] if self.network else ["--unshare-net"]
         cmd += ["--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:  # an unprivileged caller needs a user namespace to mount
             cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -103,6 +108,10 @@ class BubblewrapSandbox:
             made.add(mount.target)
             flag = "--bind" if mount.writable else "--ro-bind"
             cmd += [flag, str(mount.source), mount.target]
+        if self.network and self.rootfs is not None:  # the image's own may name nothing
+            for name in ("resolv.conf", "hosts"):
+                if Path("/etc", name).is_file():
+                    cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         if self.rootfs is not None:
             cmd += ["--remount-ro", "/"]
         for key, value in {**BASE_ENV, **self.env, "HOME": BASE_ENV["HOME"], **env}.items():
@@ -177,6 +186,7 @@ class BubblewrapSandbox:
             oom_killed=oom and not timed_out,
             cpu_s=cpu,
             disk_exceeded=watch is not None and watch.exceeded and not timed_out,
+            networked=self.network,
         )
         log.debug("sandbox run", argv=list(argv)[:3], exit=result.exit_code, s=result.duration_s)
         return result
