@@ -69,12 +69,10 @@ class Placement:
 
 
 def builds_an_image(pkg: EnvironmentPackage) -> bool:
-    """Harbor builds the task's Dockerfile (no prebuilt docker_image) for plain tasks."""
-    return (
-        not pkg.is_cowork
-        and "environment/Dockerfile" in pkg.files
-        and not pkg.config.environment.docker_image
-    )
+    """A plain task with a Dockerfile: Harbor builds it, or (``docker_image``) pulls the image
+    built from it, which no registry here serves; the Dockerfile stands in for it, as
+    ``harbor run --force-build`` builds it."""
+    return not pkg.is_cowork and "environment/Dockerfile" in pkg.files
 
 
 @contextlib.contextmanager

@@ -197,7 +197,7 @@ class LocalRuntime:
                 mounts,
                 phase="verifier",
                 limits=self.verifier_limits,
-                env={**pkg.config.verifier.env, **env},
+                env={**pkg.config.verifier.env, **_step_verifier_env(pkg, step), **env},
                 cwd="/tests",
             )
             return dataclasses.replace(read_outcome(logs, run), copied=copied)
@@ -250,6 +250,14 @@ class LocalRuntime:
                 dataclasses.replace(read_outcome(logs, run), copied=copied)
                 for (_, logs), copied in zip(pairs, copies, strict=True)
             ]
+
+
+def _step_verifier_env(pkg: EnvironmentPackage, step: str | None) -> dict[str, str]:
+    """A Harbor step's own ``[steps.verifier.env]``, over the task's ``[verifier.env]``."""
+    for section in pkg.config.steps or []:
+        if section.name == step and section.verifier is not None:
+            return dict(section.verifier.env)
+    return {}
 
 
 HARBOR_LOG_DIRS = ("agent", "verifier", "artifacts")  # Harbor's EnvironmentPaths under /logs
