@@ -187,7 +187,8 @@ class ExecutionReview:
             if not self._valid(outcome, "reference"):
                 return
             self.stats.reference_reward = outcome.reward
-            if not self._reference_passes(outcome, sound=_rejects_untouched(queue, outcomes)):
+            sound = _tells_reference_from_untouched(outcome, queue, outcomes)
+            if not self._reference_passes(outcome, sound=sound):
                 return
         for probe, outcome in zip(queue, outcomes, strict=True):
             if self._valid(outcome, probe.label):
@@ -291,9 +292,9 @@ class ExecutionReview:
     def _reference_passes(
         self, outcome: VerifyOutcome, run: SandboxResult | None = None, sound: bool = False
     ) -> bool:
-        """``sound``: the verifier gave the untouched workspace a valid failing reward; a
-        valid reward short of passing on the reference is then the solution's fault (a
-        wrong oracle), owned by the builder, not the verifier's."""
+        """``sound``: the verifier failed the untouched workspace and rewards the reference
+        more; a reference short of passing is then the solution's fault (a wrong oracle),
+        owned by the builder, not the verifier's."""
         if outcome.reward is not None and outcome.reward >= self.limits.passing:
             return True
         self.unless_unreproduced("verifier", outcome.run)
@@ -705,12 +706,19 @@ class _StepsStop(Exception):
     """A step's setup failed: the finding is recorded, the review of the steps ends."""
 
 
-def _rejects_untouched(queue: list[_Probe], outcomes: list[VerifyOutcome]) -> bool:
-    """The untouched workspace was scored with the reference and got a valid reward that
-    fails it: the verifier tells doing nothing from doing the task."""
+def _tells_reference_from_untouched(
+    reference: VerifyOutcome, queue: list[_Probe], outcomes: list[VerifyOutcome]
+) -> bool:
+    """The verifier gave the untouched workspace a valid failing reward, and the reference a
+    higher one: it sees the work done and grades it, so a reference short of passing is
+    what falls short. (A verifier that gives both the same — a 0 for everything, say, when
+    its test runner is missing — proves nothing about the reference.)"""
+    if reference.reward is None:
+        return False
     for probe, outcome in zip(queue, outcomes, strict=False):
         if probe.label == "untouched" and outcome.valid and outcome.reward is not None:
-            return not any(rung.reached(outcome.reward) for rung in probe.rungs)
+            fails = not any(rung.reached(outcome.reward) for rung in probe.rungs)
+            return fails and reference.reward > outcome.reward
     return False
 
 
