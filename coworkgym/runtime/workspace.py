@@ -50,7 +50,10 @@ def emulate_dockerfile(pkg: EnvironmentPackage) -> WorkspaceLayout:
     inside: dict[str, bytes] = {}
     for target, content in files.items():
         try:
-            inside[PurePosixPath(target).relative_to(workdir).as_posix()] = content
+            rel = PurePosixPath(target).relative_to(workdir).as_posix()
+            if rel == ".":
+                raise ValueError(target)  # a file where the workdir is: no workspace file
+            inside[rel] = content
         except ValueError:
             skipped.append(f"COPY to {target} (outside the workdir {workdir})")
     return WorkspaceLayout(workdir, inside, skipped)
@@ -64,8 +67,8 @@ def _copy(context: dict[str, bytes], src: str, workdir: str, dest: str) -> list[
     for rel, content in context.items():
         if src in ("", "."):
             copied.append((str(base / rel), content))
-        elif rel == src:
-            into_dir = dest.endswith("/")
+        elif rel == src:  # into a directory: "dir/", or one known to exist (the workdir)
+            into_dir = dest.endswith("/") or base == PurePosixPath(workdir)
             copied.append((str(base / PurePosixPath(rel).name) if into_dir else str(base), content))
         elif rel.startswith(src + "/"):
             copied.append((str(base / rel[len(src) + 1 :]), content))

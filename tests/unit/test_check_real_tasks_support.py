@@ -21,6 +21,7 @@ from coworkgym.image.dockerfile import copied_images, rewrite
 from coworkgym.image.leaks import nearest, similarity, tokens
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.runtime.local import harbor_logs
+from coworkgym.runtime.workspace import emulate_dockerfile
 from coworkgym.sandbox.bwrap import BubblewrapSandbox
 
 UV_DOCKERFILE = """\
@@ -242,3 +243,10 @@ def test_the_forged_grader_prints_what_the_verifier_greps_for(tmp_path: Path) ->
         ["python3", str(forged)], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert "TOTALS_MATCH" in printed and "SUCCESS" in printed
+
+
+def test_emulated_copy_of_a_file_into_the_workdir_lands_inside_it(tmp_path: Path) -> None:
+    dockerfile = "FROM ubuntu:24.04\nWORKDIR /app\nCOPY make.py /app\nRUN python3 make.py\n"
+    files = {**TASK_FILES, "environment/Dockerfile": dockerfile, "environment/make.py": "x=1\n"}
+    found = emulate_dockerfile(_package(tmp_path, files))
+    assert found.workdir == "/app" and found.files == {"make.py": b"x=1\n"}
