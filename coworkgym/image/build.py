@@ -36,7 +36,7 @@ TASK_PREFIX = "localhost/cowork-gym/check-task"
 RECIPE = 2  # bump when the build command changes in a way the key does not see
 NEEDS_NETWORK = "needs the network, and this build had none"
 UNREACHABLE = "reaches a host that does not answer from this machine"
-STEP_LINE = re.compile(r"^STEP \d+/\d+: (.*)$", re.MULTILINE)
+STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: (.*)$", re.MULTILINE)
 # What a build step prints when a host does not resolve or answer; group "host" names it.
 UNREACHABLE_HOST = (
     re.compile(r"Could not resolve host:? '?(?P<host>[\w.-]+)"),  # curl, git
@@ -199,7 +199,8 @@ def _why(output: str, network: str, log: Path) -> str:
     failed = steps[-1].strip() if steps else "the build"
     tail = log_tail(output, 6)
     # only what the failing step printed: an earlier step's retried download is not the cause
-    last_step = output[output.rfind(f"STEP {len(steps)}/") :] if steps else output
+    matches = list(STEP_LINE.finditer(output))  # numbering restarts in each stage
+    last_step = output[matches[-1].start() :] if matches else output
     host = unreachable_host(last_step)
     if network == "none" and (NETWORK_FAILURE.search(last_step) or NETWORK_COMMAND.search(failed)):
         return (

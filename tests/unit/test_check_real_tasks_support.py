@@ -15,7 +15,7 @@ from coworkgym.detector.grader_tamper import forgery_for, success_words
 from coworkgym.detector.task_image import compose_services, near_copies_in_context
 from coworkgym.image import bases as bases_module
 from coworkgym.image.bases import BaseMap, BaseUnavailable, real_error
-from coworkgym.image.build import task_slug, unreachable_host
+from coworkgym.image.build import _why, task_slug, unreachable_host
 from coworkgym.image.buildah import Buildah
 from coworkgym.image.dockerfile import copied_images, rewrite
 from coworkgym.image.leaks import nearest, similarity, tokens
@@ -250,3 +250,15 @@ def test_emulated_copy_of_a_file_into_the_workdir_lands_inside_it(tmp_path: Path
     files = {**TASK_FILES, "environment/Dockerfile": dockerfile, "environment/make.py": "x=1\n"}
     found = emulate_dockerfile(_package(tmp_path, files))
     assert found.workdir == "/app" and found.files == {"make.py": b"x=1\n"}
+
+
+def test_a_failed_build_step_is_named_with_its_host() -> None:
+    log = (
+        "[1/2] STEP 1/2: FROM localhost/py AS build\n[1/2] STEP 2/2: RUN pip install x\n"
+        "WARNING: Retrying ... ConnectionPool(host='pypi.org', port=443)\n"
+        "[2/2] STEP 1/2: FROM localhost/py\n[2/2] STEP 2/2: RUN curl -fsSL https://astral.sh/uv\n"
+        "curl: (6) Could not resolve host: astral.sh\nError: building at STEP ...\n"
+    )
+    why = _why(log, "host", Path("/cache/logs/t.log"))
+    assert "'RUN curl -fsSL https://astral.sh/uv'" in why
+    assert "does not answer from this machine: astral.sh (only" in why
