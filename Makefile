@@ -108,14 +108,14 @@ corpus: install ## Write the detector corpus (good + labelled defective packages
 	$(PY) -m tests.corpus.build out/corpus
 
 # The drills of issues 17 and 24 (operator kills, control-plane restarts, hostile specs,
-# packages, agents, workspaces) write their figures to out/drills/; the page is rendered
+# packages, agents, workspaces, partial work) write their figures to out/drills/; the page is rendered
 # from them (tests/drills/render.py). The test-bed drills need it; the restart drill
 # starts its own.
 DRILL_TESTS := tests/testbed/test_drill_operator_kills.py tests/testbed/test_drill_control_plane.py \
 	tests/unit/test_drill_hostile_specs.py tests/testbed/test_drill_hostile_specs.py \
 	tests/integration/test_drill_hostile_packages.py tests/testbed/test_drill_hostile_packages_s3.py \
 	tests/integration/test_drill_hostile_agents.py tests/integration/test_drill_llm_endpoint.py \
-	tests/integration/test_drill_hostile_workspaces.py
+	tests/integration/test_drill_hostile_workspaces.py tests/integration/test_detector_partial_work.py
 
 .PHONY: reliability-doc
 reliability-doc: install ## Run the reliability drills (test-bed included) and render docs/reliability.md from their results

@@ -28,6 +28,7 @@ DRILLS = {
     "hostile-packages-s3": "17.4",
     "hostile-agents": "17.5",
     "hostile-workspaces": "24.1",
+    "partial-work": "24.3",
     "faulty-trajectories": "24.2",
 }
 
@@ -86,6 +87,14 @@ NOT_YET = """\
   give, not recomputed. A NaN reward that `dump_line` writes becomes `null`, which the
   reader refuses as a schema error: it is counted as an unreadable line, not as
   `reward_not_finite`.
+- The partial-work drill (24.3) checks one package per family; a one-off sweep of every
+  family × 1–3 turns × easy/medium/hard (seed 2, 105 packages: folder_organize has no easy
+  task) built 392 partial-work states with no partial-work defect, the highest stale state
+  0.475 and missing 0.4375; nine blank-free-text states (code_review's findings) pass on
+  code and are flagged `RUBRIC_UNJUDGED`, a warning: the review runs no judge, and only the
+  rubric reads that text. A stale state is built only where the solution can replay the
+  turns as the plan says, and one whose deliverables equal the reference's (or another
+  state's) is not judged (recorded in the report's `partial_skipped`).
 - Free-text instructions that are merely persuasive (prompt injection aimed at an LLM
   Builder) are data, not refused: role isolation (the Builder never sees the verifier; the
   acting agent sees neither) is what protects there.
@@ -101,6 +110,7 @@ TESTS = {
     "hostile-packages-s3": "tests/testbed/test_drill_hostile_packages_s3.py",
     "hostile-agents": "tests/integration/test_drill_hostile_agents.py",
     "hostile-workspaces": "tests/integration/test_drill_hostile_workspaces.py",
+    "partial-work": "tests/integration/test_detector_partial_work.py",
     "faulty-trajectories": "tests/unit/test_filter_consistency.py",
 }
 

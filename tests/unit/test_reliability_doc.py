@@ -76,3 +76,13 @@ def test_the_restart_drill_restarted_todays_components() -> None:
     figures = load(COMMITTED / "control-plane.json").figures
     assert figures["restarts"] == list(FAULTS)
     assert figures["manifests_before_package"] == 0 and figures["operator_exits"] == 0
+
+
+def test_the_partial_work_drill_checked_every_family_and_held() -> None:
+    from coworkgym.families import FAMILIES
+
+    result = load(COMMITTED / "partial-work.json")
+    assert result.figures["packages"] == len(FAMILIES)
+    assert result.figures["ungated_rejected"] == f"{len(FAMILIES)}/{len(FAMILIES)}"
+    assert result.figures["sound_max_stale"] <= 0.5 and result.figures["sound_max_missing"] <= 0.5
+    assert result.passed
