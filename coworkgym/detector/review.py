@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..image.leaks import meaning
+from ..image.leaks import meaning, near_output
 from ..image.mounted import MountedImage
 from ..package.limits import zip_problem
 from ..package.package import EnvironmentPackage
@@ -533,24 +533,32 @@ class ExecutionReview:
                     )
                 )
             elif self.image is not None:
-                self._output_in_image(rel, (reference / rel).read_bytes())
+                self._output_in_image(rel, (reference / rel).read_bytes(), initial)
 
-    def _output_in_image(self, rel: str, data: bytes) -> None:
+    def _output_in_image(self, rel: str, data: bytes, inputs: dict[str, bytes]) -> None:
         """A reference output that a build step already wrote somewhere in the image (a
-        RUN line that computes the answer), in any formatting. The output's own path in
-        the image is the input the solution rewrote, not a leak."""
+        RUN line that computes the answer), in any formatting, or nearly (``near_output``:
+        the similarity is in the finding). The output's own path in the image is the input
+        the solution rewrote, not a leak."""
         assert self.image is not None
         where = self.image.written.saying(data)
         own = str(PurePosixPath(self.workdir) / rel)
-        if where is None or where == own or meaning(data) in self._private_meanings():
+        if meaning(data) in self._private_meanings():
             return  # a copy of a verifier answer file is reported as that (one finding)
+        similar: dict[str, object] = {}
+        if where is None or where == own:
+            near = near_output(data, self.image.written, own, inputs, inputs.get(rel))
+            if near is None:
+                return
+            where, similar = near.where, {"similarity": near.similarity}
         self.defects.append(
-            Defect.of(
+            Defect.with_evidence(
                 DefectCode.LEAK_REFERENCE_OUTPUT,
                 f"reference output {rel} is already in the image as {where} (written by "
-                "environment/Dockerfile); the agent can read it",
-                output=rel,
-                image_path=where,
+                "environment/Dockerfile"
+                + (f"; a near copy, similarity {similar['similarity']:.2f}" if similar else "")
+                + "); the agent can read it",
+                {"output": rel, "image_path": where, **similar},
             )
         )
 

@@ -178,3 +178,23 @@ def nearest(data: bytes, candidates: dict[str, bytes], bar: float = NEAR_COPY) -
         if score >= bar and (best is None or score > best.similarity):
             best = NearCopy(where, round(score, 3))
     return best
+
+
+NEAR_OUTPUT = 0.9  # a reference output's near copy: stricter, answers are often alike
+
+
+def near_output(
+    data: bytes, written: ImageFiles, own: str, inputs: dict[str, bytes], before: bytes | None
+) -> NearCopy | None:
+    """A file the build wrote that is nearly the reference output ``data`` (an answer with a
+    row edited), other than the output's own path and the workspace's inputs. Where the
+    output rewrites an input (``before``), the copy must be clearly closer to the answer
+    than that input is, or it is only another copy of the input."""
+    seen = set(inputs.values())
+    candidates = {w: c for w, c in written.contents().items() if w != own and c not in seen}
+    found = nearest(data, candidates, NEAR_OUTPUT)
+    if found is None or before is None:
+        return found
+    ours, theirs = tokens(data), tokens(before)
+    baseline = similarity(ours, theirs) if ours and theirs else 0.0
+    return found if found.similarity > baseline + 0.05 else None

@@ -178,3 +178,14 @@ def test_the_leaked_answer_is_named_where_it_sits(reports: dict[str, DetectorRep
     (leak,) = [d for d in reports["run-writes-answer"].errors if d.code == "LEAK_REFERENCE_OUTPUT"]
     assert leak.evidence["image_path"] == "/var/cache/orders/summary.json"
     assert leak.evidence["output"] == "totals.json"
+
+
+@pytest.mark.skipif(not IMAGES, reason=NO_IMAGES)
+def test_a_near_copy_of_the_answer_is_named_with_its_similarity(
+    reports: dict[str, DetectorReport],
+) -> None:
+    (leak,) = [
+        d for d in reports["run-writes-near-answer"].errors if d.code == "LEAK_REFERENCE_OUTPUT"
+    ]
+    assert leak.evidence["image_path"] == "/var/cache/orders/report.json"
+    assert 0.9 <= float(str(leak.evidence["similarity"])) < 1.0

@@ -18,7 +18,7 @@ from coworkgym.image.bases import BaseMap, BaseUnavailable, real_error
 from coworkgym.image.build import _why, task_slug, unreachable_host
 from coworkgym.image.buildah import Buildah
 from coworkgym.image.dockerfile import copied_images, rewrite
-from coworkgym.image.leaks import nearest, similarity, tokens
+from coworkgym.image.leaks import ImageFiles, near_output, nearest, similarity, tokens
 from coworkgym.package.package import EnvironmentPackage
 from coworkgym.runtime.local import harbor_logs
 from coworkgym.runtime.workspace import emulate_dockerfile
@@ -262,3 +262,20 @@ def test_a_failed_build_step_is_named_with_its_host() -> None:
     why = _why(log, "host", Path("/cache/logs/t.log"))
     assert "'RUN curl -fsSL https://astral.sh/uv'" in why
     assert "does not answer from this machine: astral.sh (only" in why
+
+
+def test_a_near_answer_must_be_closer_than_the_input_it_rewrites(tmp_path: Path) -> None:
+    before = "\n".join(f"{n},region_{n % 5},{n * 13.25:.2f}" for n in range(40)).encode()
+    answer = "\n".join(  # the solution adds a computed column to every row
+        f"{n},region_{n % 5},{n * 13.25:.2f},{n * 13.25 * 1.2:.2f}" for n in range(40)
+    ).encode()
+    backup = tmp_path / "backup.csv"  # another copy of the input: no leak
+    backup.write_bytes(before.replace(b"0,region_0", b"0,region_9"))
+    written = ImageFiles({"/var/backups/orders.csv": backup})
+    assert near_output(answer, written, "/app/orders.csv", {}, before) is None
+    leaked = tmp_path / "report.csv"  # the answer with one value edited: a leak
+    leaked.write_bytes(answer.replace(b"15.90", b"15.91"))
+    written = ImageFiles({"/var/cache/report.csv": leaked, "/var/backups/orders.csv": backup})
+    found = near_output(answer, written, "/app/orders.csv", {}, before)
+    assert found is not None and found.where == "/var/cache/report.csv"
+    assert found.similarity > 0.95
