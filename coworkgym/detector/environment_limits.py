@@ -96,9 +96,16 @@ def unreproduced(
 
 
 def _first_network_failure(run: SandboxResult | None) -> str:
+    """What the run printed of the network it missed: the host, where the output names it."""
     if run is None:
         return ""
-    found = NETWORK_FAILURE.search(f"{run.stdout}\n{run.stderr}")
+    from ..image.build import unreachable_host
+
+    output = f"{run.stdout}\n{run.stderr}"
+    host = unreachable_host(output)
+    found = NETWORK_FAILURE.search(output)
+    if host is not None:
+        return f"{found.group(0) if found else 'unreachable'}: {host}"
     return found.group(0) if found else ""
 
 
