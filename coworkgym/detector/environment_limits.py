@@ -110,9 +110,17 @@ def _first_network_failure(run: SandboxResult | None) -> str:
 
 
 def _unreachable(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult, where: str) -> str:
-    from ..image.build import REACHABLE, UNREACHABLE, unreachable_host
+    from ..image.build import (
+        REACHABLE,
+        REGISTRY_HICCUP,
+        REGISTRY_HOSTS,
+        UNREACHABLE,
+        unreachable_host,
+    )
 
     host = unreachable_host(f"{run.stdout}\n{run.stderr}")
+    if host in REGISTRY_HOSTS:
+        return f"the {where} failed because {REGISTRY_HICCUP} ({host}); check again"
     if host is None:
         named = sorted(set(URL_HOST.findall(scripts_of(pkg, phase))))
         host = ", ".join(named[:3]) if named else "a host it downloads from"

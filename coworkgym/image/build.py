@@ -54,6 +54,11 @@ UNREACHABLE_HOST = (
 )
 # The only registries that answer on a machine like this one (for the message).
 REACHABLE = "the Debian and PyPI registries"
+# Their hosts: a failure to reach one is a hiccup to retry, never remembered as the task's.
+REGISTRY_HOSTS = frozenset(
+    {"deb.debian.org", "security.debian.org", "pypi.org", "files.pythonhosted.org"}
+)
+REGISTRY_HICCUP = "a package registry did not answer this time"
 
 
 class ImageBuildFailed(RuntimeError):
@@ -207,6 +212,11 @@ def _why(output: str, network: str, log: Path) -> str:
             f"environment/Dockerfile step {failed[:120]!r} {NEEDS_NETWORK} "
             f"(check --build-network on gives RUN steps the network, as docker build does); "
             f"build log {log}: {tail}"
+        )
+    if host in REGISTRY_HOSTS:
+        return (
+            f"environment/Dockerfile step {failed[:120]!r}: {REGISTRY_HICCUP} ({host}); "
+            f"check again (build log {log}): {tail}"
         )
     if host is not None:
         return (

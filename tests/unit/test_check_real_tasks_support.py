@@ -279,3 +279,13 @@ def test_a_near_answer_must_be_closer_than_the_input_it_rewrites(tmp_path: Path)
     found = near_output(answer, written, "/app/orders.csv", {}, before)
     assert found is not None and found.where == "/var/cache/report.csv"
     assert found.similarity > 0.95
+
+
+def test_a_registry_hiccup_is_not_blamed_on_another_host() -> None:
+    log = (
+        "STEP 1/2: FROM localhost/debian\nSTEP 2/2: RUN apt-get update\n"
+        "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  "
+        "Temporary failure resolving 'deb.debian.org'\n"
+    )
+    why = _why(log, "host", Path("/cache/logs/t.log"))
+    assert "did not answer this time (deb.debian.org)" in why and "only the" not in why
