@@ -86,11 +86,12 @@ def unreproduced(
         return f"the {where} may use the network its task allows, and this sandbox has none" + (
             f" ({seen})" if seen else ""
         )
-    runs = [line for line in skipped if line.upper().startswith("RUN")]
+    runs = [line for line in skipped if line.upper().startswith("RUN") or "--from=" in line]
     if runs:
         return (
-            f"environment/Dockerfile has {len(runs)} RUN line(s) that are not executed here "
-            f"(first: {runs[0][:80]!r}); what they install or create is missing"
+            f"environment/Dockerfile has {len(runs)} RUN line(s) (or COPY --from another "
+            f"image) not executed here (first: {runs[0][:80]!r}); what they install or "
+            "create is missing"
         )
     return None
 

@@ -13,6 +13,11 @@ The default mapping (``DEFAULT_RULES``; the first matching pattern wins, overrid
     python, python:3, python:latest, python:slim, python:3-*  ->  the same, 3.N = ours
     debian:*, ubuntu:*, buildpack-deps:*     ->  local Debian bookworm minbase
 
+    ghcr.io/astral-sh/uv:X.Y.Z               ->  local image with /uv and /uvx, the static
+                                                 (musl) binaries of uv X.Y.Z from PyPI's wheel,
+                                                 as the official image holds them (for
+                                                 ``COPY --from=ghcr.io/astral-sh/uv:X.Y.Z``)
+
 ``ubuntu:*`` on Debian is an approximation (same package manager, other versions); a task
 whose build or run depends on Ubuntu's exact packages needs its own mapping. The Python
 bases differ from ``python:*-slim`` in one documented way: they ship pytest (copied from the
@@ -36,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -110,6 +116,7 @@ def normalise(ref: str) -> str:
 
 
 PYTHON_MINOR = re.compile(r"^python:(3\.\d+)(?:$|[-.])")
+UV_IMAGE = re.compile(r"^ghcr\.io/astral-sh/uv:(\d+\.\d+\.\d+)$")
 
 
 @dataclass
@@ -140,7 +147,7 @@ class BaseMap:
         lacks the files such a COPY wants (``/uv`` from ``ghcr.io/astral-sh/uv``, say)."""
         wanted = normalise(ref)
         rule = next((r for r in self.overrides if fnmatch.fnmatchcase(wanted, r.pattern)), None)
-        if rule is not None:
+        if rule is not None or UV_IMAGE.match(wanted):
             return self.resolve(buildah, ref, buildah.root / "logs")
         for stored in (ref, wanted, f"localhost/{wanted}"):
             if buildah.image_id(stored) is not None:
@@ -149,6 +156,9 @@ class BaseMap:
 
     def resolve(self, buildah: Buildah, ref: str, log_dir: Path) -> str:
         """The local image ref for ``ref``, building or importing it when needed."""
+        uv = UV_IMAGE.match(normalise(ref))
+        if uv and not any(fnmatch.fnmatchcase(normalise(ref), r.pattern) for r in self.overrides):
+            return _ensure_uv(buildah, uv.group(1))
         local = self.recipe_for(ref)
         if local.startswith(ARCHIVE_TRANSPORTS):
             return _import_archive(buildah, local)
@@ -187,6 +197,44 @@ def _import_archive(buildah: Buildah, source: str) -> str:
 
 
 # ---- recipes ------------------------------------------------------------------------
+
+
+def _ensure_uv(buildah: Buildah, version: str) -> str:
+    """``ghcr.io/astral-sh/uv:VERSION`` as the official image lays it out (``/uv``,
+    ``/uvx``, nothing else), from uv's musllinux wheel on PyPI: the same static binaries."""
+    ref = f"{LOCAL_PREFIX}/uv:{version}"
+    if buildah.image_id(ref) is not None:
+        return ref
+    machine = os.uname().machine
+    with buildah.locked(), tempfile.TemporaryDirectory(dir=buildah.root, prefix=".uv-") as tmp:
+        if buildah.image_id(ref) is not None:
+            return ref  # built by another process while we waited
+        download = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+        download += ["--only-binary=:all:", "--platform", f"musllinux_1_1_{machine}"]
+        fetched = subprocess.run(
+            [*download, f"uv=={version}", "-d", tmp], capture_output=True, text=True, check=False
+        )
+        wheels = sorted(Path(tmp).glob("uv-*.whl"))
+        if fetched.returncode != 0 or not wheels:
+            raise BaseUnavailable(
+                f"needs image ghcr.io/astral-sh/uv:{version}: uv {version} could not be "
+                f"fetched from PyPI to stand in for it ({real_error(fetched.stderr, 3)})"
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            for name in ("uv", "uvx"):
+                target = Path(tmp) / name
+                target.write_bytes(wheel.read(f"uv-{version}.data/scripts/{name}"))
+                target.chmod(0o755)
+        container = buildah.run("from", "scratch").strip()
+        try:
+            for name in ("uv", "uvx"):
+                buildah.run("add", "--chmod", "0755", container, str(Path(tmp) / name), f"/{name}")
+            buildah.run("config", "--label", f"io.cowork-gym.check.uv={version}", container)
+            buildah.run("commit", "--rm", container, ref)
+        except BuildahError as exc:
+            buildah.run("rm", container)
+            raise BaseUnavailable(f"could not build the uv {version} image: {exc.log}") from exc
+    return ref
 
 
 class DebianBase:

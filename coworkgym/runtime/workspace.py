@@ -39,6 +39,8 @@ def emulate_dockerfile(pkg: EnvironmentPackage) -> WorkspaceLayout:
         match word.upper():
             case "WORKDIR":
                 workdir = str(PurePosixPath(workdir) / rest.strip())
+            case "COPY" | "ADD" if "--from=" in rest:
+                skipped.append(line)  # files of another image or stage: not here
             case "COPY" | "ADD":
                 args = [a for a in shlex.split(rest) if not a.startswith("--")]
                 for src in args[:-1]:

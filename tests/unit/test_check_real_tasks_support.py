@@ -43,14 +43,14 @@ def test_copy_from_an_image_is_told_from_a_stage() -> None:
 
 def test_an_image_nobody_stored_is_named_with_the_mapping_to_use(tmp_path: Path) -> None:
     buildah = Buildah(tmp_path)
-    buildah._inspected["ghcr.io/astral-sh/uv:0.8.15"] = {}  # answered: not stored
-    for ref in ("ghcr.io/astral-sh/uv:0.8.15", "localhost/ghcr.io/astral-sh/uv:0.8.15"):
+    buildah._inspected["ghcr.io/example/tool:1.2"] = {}  # answered: not stored
+    for ref in ("ghcr.io/example/tool:1.2", "localhost/ghcr.io/example/tool:1.2"):
         buildah._inspected[ref] = {}
     with pytest.raises(BaseUnavailable) as raised:
-        BaseMap().resolve_copied(buildah, "ghcr.io/astral-sh/uv:0.8.15")
+        BaseMap().resolve_copied(buildah, "ghcr.io/example/tool:1.2")
     message = str(raised.value)
-    assert "needs image ghcr.io/astral-sh/uv:0.8.15" in message
-    assert "not stored here" in message and "--base-image ghcr.io/astral-sh/uv:0.8.15=" in message
+    assert "needs image ghcr.io/example/tool:1.2" in message
+    assert "not stored here" in message and "--base-image ghcr.io/example/tool:1.2=" in message
     assert "network" not in message
 
 
