@@ -4,9 +4,9 @@ whole object (``resource``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Self
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.alias_generators import to_camel
 
 from coworkgym.spec import API_GROUP
@@ -23,6 +23,20 @@ class Spec(BaseModel):
         populate_by_name=True,
         alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
     )
+
+
+class S3Output(Spec):
+    """Where a kind's results go: ``uri``, an s3:// prefix (a kind's subclass describes the
+    field and names the message, ``NOT_S3``, that the CRD's rule gives too)."""
+
+    NOT_S3: ClassVar[str] = "spec.output.uri must be an s3:// URI (s3://bucket/prefix)"
+    uri: str = Field(max_length=1024)
+
+    @model_validator(mode="after")
+    def _s3(self) -> Self:
+        if not self.uri.startswith("s3://"):
+            raise ValueError(self.NOT_S3)
+        return self
 
 
 class _Status(BaseModel):

@@ -9,7 +9,7 @@ the pods behind it. Field descriptions are what ``kubectl explain rolloutbatch.s
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -18,7 +18,7 @@ from pydantic import (
 
 from coworkgym.rollout.filters.settings import FilterSettings
 from coworkgym.spec import SandboxSettings
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, S3Output, _Status, resource
 from coworkgym_operator.core.api import Spec as _Spec
 
 BATCH_KIND = "RolloutBatch"
@@ -181,20 +181,15 @@ class Policy(_Spec):
         return f"{self.harness}/{self.model}"
 
 
-class Output(_Spec):
+class Output(S3Output):
     """Where the trajectories go."""
 
+    NOT_S3: ClassVar[str] = OUTPUT_NOT_S3
     uri: str = Field(
         max_length=1024,
         description="An s3:// prefix: rollouts/<id>.json per rollout, trajectories.jsonl "
         "(all, filtered or not), kept.jsonl (what the filter kept) and funnel.json.",
     )
-
-    @model_validator(mode="after")
-    def _s3(self) -> Output:
-        if not self.uri.startswith("s3://"):
-            raise ValueError(OUTPUT_NOT_S3)
-        return self
 
 
 class RolloutBatchSpec(_Spec):

@@ -13,11 +13,11 @@ descriptions are what ``kubectl explain trainingrun.spec`` shows.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, S3Output, _Status, resource
 from coworkgym_operator.core.api import Spec as _Spec
 from coworkgym_operator.rollouts.api.types import (
     EnvironmentSelection,
@@ -209,9 +209,10 @@ class RoundRollout(_Spec):
     )
 
 
-class Output(_Spec):
+class Output(S3Output):
     """Where the checkpoints and the metrics log go."""
 
+    NOT_S3: ClassVar[str] = OUTPUT_NOT_S3
     uri: str = Field(
         max_length=1024,
         description="An s3:// prefix: checkpoints/step-<n>/ per checkpoint (and "
@@ -220,12 +221,6 @@ class Output(_Spec):
         "With rounds: checkpoints/round-<r>/step-<n>/ per round, the round's rollouts "
         "under rounds/round-<r>/ and its training's logs under rounds/round-<r>/train/.",
     )
-
-    @model_validator(mode="after")
-    def _s3(self) -> Output:
-        if not self.uri.startswith("s3://"):
-            raise ValueError(OUTPUT_NOT_S3)
-        return self
 
 
 class TrainingRunSpec(_Spec):
