@@ -70,3 +70,18 @@ def resource(kind: str, spec: type[BaseModel], status: type[BaseModel]) -> type[
     }
     model: type[BaseModel] = create_model(kind, __config__=ConfigDict(extra="forbid"), **fields)
     return model
+
+
+class Status(_Status):
+    """The status contract a kind's status starts with: the phase derived from the
+    conditions, the generation they were computed from, the conditions."""
+
+    phase: str = Field(
+        "Pending", description="One word derived from the conditions, for kubectl get."
+    )
+    observed_generation: int | None = Field(
+        None, description="The spec generation the status was computed from."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="The status contract: one entry per condition type."
+    )

@@ -18,7 +18,14 @@ from pydantic import (
 
 from coworkgym.rollout.filters.settings import FilterSettings
 from coworkgym.spec import SandboxSettings
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, S3Output, _Status, resource
+from coworkgym_operator.core.api import (
+    GROUP,
+    VERSION,
+    S3Output,
+    Status,
+    _Status,
+    resource,
+)
 from coworkgym_operator.core.api import Spec as _Spec
 
 BATCH_KIND = "RolloutBatch"
@@ -272,18 +279,9 @@ class FunnelStep(_Status):
     reasons: dict[str, int] = Field(default_factory=dict, description="Reason → count.")
 
 
-class RolloutBatchStatus(_Status):
+class RolloutBatchStatus(Status):
     """Written once per reconcile by the controller; never edited by users."""
 
-    phase: str = Field(
-        "Pending", description="One word derived from the conditions, for kubectl get."
-    )
-    observed_generation: int | None = Field(
-        None, description="The spec generation the status was computed from."
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, description="The status contract: one entry per condition type."
-    )
     step: Literal["resolve", "probe", "fetch", "rollout", "collect", "done"] = Field(
         "resolve",
         description="Where the batch is: resolve (its environments), probe (its endpoints), "

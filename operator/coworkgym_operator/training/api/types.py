@@ -17,7 +17,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, S3Output, _Status, resource
+from coworkgym_operator.core.api import (
+    GROUP,
+    VERSION,
+    S3Output,
+    Status,
+    _Status,
+    resource,
+)
 from coworkgym_operator.core.api import Spec as _Spec
 from coworkgym_operator.rollouts.api.types import (
     EnvironmentSelection,
@@ -399,18 +406,9 @@ class RoundStatus(_Status):
     message: str = Field("", description="Why the round was skipped, when it was.")
 
 
-class TrainingRunStatus(_Status):
+class TrainingRunStatus(Status):
     """Written once per reconcile by the controller; never edited by users."""
 
-    phase: str = Field(
-        "Pending", description="One word derived from the conditions, for kubectl get."
-    )
-    observed_generation: int | None = Field(
-        None, description="The spec generation the status was computed from."
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, description="The status contract: one entry per condition type."
-    )
     step: Literal["data", "train", "done"] = Field(
         "data",
         description="Where the run is: data (waiting for the trajectories), train, done.",
