@@ -109,8 +109,12 @@ class Relay:
         messages = body.get("messages") or []
         key = _digest(messages)
         with self._lock:
-            if key in self._by_body:
-                return self._by_body[key]
+            queued = self._by_body.get(key)
+            # the same body again is the client retrying its latest request; a later
+            # rollout that opens with the same messages (another seed, the same
+            # instruction) is a new trajectory and gets its own answer
+            if queued is not None and self._last[self._entries[queued].trajectory].seq == queued:
+                return queued
             trajectory = self._trajectory_of(messages)
             previous = self._last.get(trajectory)
             self._seq += 1

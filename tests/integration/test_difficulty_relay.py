@@ -102,3 +102,28 @@ def test_a_scripted_player_answers_through_the_relay_and_a_trajectory_is_recorde
     [row] = bench.table_rows([trajectory])
     assert (row.family, row.level, row.rollouts, row.valid) == ("weather_report", "medium:2", 1, 1)
     assert row.median_tool_calls == 4 and row.over_20 == 0.0 and row.pass_rate == 0.0
+
+
+def test_a_later_rollout_opening_alike_is_a_new_trajectory(tmp_path: Path) -> None:
+    """Two seeds of a family open with the same messages: the second is not a retry of the
+    first (which went on), so it is queued anew, in a trajectory of its own; a retry of
+    the latest request is answered from the queue."""
+    bench = load_benchmark()
+    relay = bench.Relay(tmp_path / "queue")
+    opening = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]}
+    first = relay.submit(opening)
+    assert relay.submit(opening) == first  # the client retried
+    bench.write_answer(relay.queue, first, tools=[("list_files", '{"path": "."}')])
+    answer = relay.wait(first)
+    call_id = answer["tool_calls"][0]["id"]
+    tool = {"role": "tool", "tool_call_id": call_id, "content": "a.csv"}
+    second = relay.submit({"messages": [*opening["messages"], answer, tool]})
+    again = relay.submit(opening)  # the next seed's rollout begins
+    assert len({first, second, again}) == 3
+    records = {
+        s: json.loads(bench._request_path(relay.queue, s).read_text())
+        for s in (first, second, again)
+    }
+    assert records[first]["trajectory"] == records[second]["trajectory"]
+    assert records[again]["trajectory"] != records[first]["trajectory"]
+    assert records[again]["new_from"] == 0
