@@ -25,7 +25,7 @@ from coworkgym_operator.campaign.reconcile.plan import (
     reconcile_campaign,
 )
 from coworkgym_operator.campaign.watches import WATCHES, Child
-from coworkgym_operator.core import metrics, shutdown
+from coworkgym_operator.core import shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.controller import (
     Controller,
@@ -37,7 +37,7 @@ from coworkgym_operator.core.controller import (
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.settings import SETTINGS
 from coworkgym_operator.core.sharding import shard_from_env
-from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
+from coworkgym_operator.core.turns import announce, carry_out, where
 from coworkgym_operator.core.watches import Indices
 from coworkgym_operator.environment.api.types import KIND as ENVIRONMENT
 from coworkgym_operator.environment.api.types import PLURAL as ENVIRONMENTS
@@ -75,27 +75,27 @@ def _look_indexed(namespace: str, name: str, uid: str, hint: Hashable, indices: 
 
 
 def _reconcile_once(
-    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+    campaign: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
 ) -> Done:
-    campaign, namespace, name = fresh(current)
+    namespace, name = where(campaign)
     uid = str(campaign["metadata"]["uid"])
     ck = campaign_kube()
     listed = indices is None or (_SHARDED and bool(campaign["spec"].get("shards")))
-    with counted(namespace, CAMPAIGN_KIND):
-        if listed or indices is None:
-            children = ck.children(namespace, name, uid)
-        else:
-            children, delivered = _indexed(namespace, name, uid, indices)
-            CONTROLLER.delivered(uid, delivered)
-        plan = reconcile_campaign(campaign, CampaignObserved(children, datetime.now(UTC)))
-        carry_out(ck, logger, namespace, name, [], plan.create, campaign["status"], plan.status)
+    if listed or indices is None:
+        children = ck.children(namespace, name, uid)
+    else:
+        children, delivered = _indexed(namespace, name, uid, indices)
+        CONTROLLER.delivered(uid, delivered)
+    plan = reconcile_campaign(campaign, CampaignObserved(children, datetime.now(UTC)))
+    carry_out(ck, logger, namespace, name, [], plan.create, campaign["status"], plan.status)
     _record(namespace, name, campaign, plan)
     announce(logger, body, plan.transition, plan.status, plan.events)
     look = _look(children)
     if listed:  # no event comes from another shard's children: the clock looks again
         look = Look(look.seen, SETTINGS.reconcile_interval)
     made = {child_key(child): child_state(child) for child in plan.create}
-    return done(campaign["status"], plan.status, plan.create, look=look, made=made)
+    before, transition = campaign["status"], plan.transition
+    return done(before, plan.status, plan.create, look=look, made=made, transition=transition)
 
 
 def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignPlan) -> None:
@@ -116,8 +116,6 @@ def _record(namespace: str, name: str, campaign: dict[str, Any], plan: CampaignP
     m.STOPPED.labels(namespace, name).set(1 if stopped else 0)
     if plan.finished:
         m.CAMPAIGNS_FINISHED.labels(namespace, plan.finished).inc()
-    if plan.transition:
-        metrics.TRANSITIONS.labels(namespace, CAMPAIGN_KIND).inc()
 
 
 CONTROLLER = Controller(CAMPAIGN_KIND, CAMPAIGN_PLURAL, WATCHES, _reconcile_once, _look_indexed)

@@ -8,7 +8,8 @@ reconcile, in case an event was missed.
 Each reconcile reads the object afresh and writes its whole status once, in turn with the
 object's other reconciles (core/turns.py). A kind hands the controller:
 
-- ``once``: one reconcile of a fresh copy, returning ``Done``: whether it had nothing to do
+- ``once``: one reconcile of a fresh copy (metadata, spec and status; counted, and its
+  errors, by kind), returning ``Done``: whether it had nothing to do
   (``idle``), what of the object decides what it observes (``hint``) and what it observed
   and when the clock alone may change its plan (``Look``);
 - ``look`` (optional): the same ``Look`` from the indices, without an API call, for a hint.
@@ -35,7 +36,7 @@ from coworkgym_operator.core import metrics, shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.kube import CustomObjects, kube
 from coworkgym_operator.core.settings import SETTINGS
-from coworkgym_operator.core.turns import Manifest, Turns
+from coworkgym_operator.core.turns import Manifest, Turns, counted, fresh
 from coworkgym_operator.core.wakeups import Wakeups
 from coworkgym_operator.core.watches import Indices, Resource, Watches
 
@@ -75,6 +76,7 @@ class Done:
     # watch delivers it (None: only that it exists)
     created: Mapping[str, Any] = field(default_factory=dict)
     deleted: Iterable[str] = ()
+    transition: bool = False  # a phase change written (coworkgym_transitions)
 
 
 def done(
@@ -87,6 +89,7 @@ def done(
     hint: Hashable = None,
     busy: bool = False,
     made: Mapping[str, Any] | None = None,
+    transition: tuple[str, str] | None = None,
 ) -> Done:
     """What a reconcile that turned status ``before`` into ``after``, created ``create`` and
     deleted ``delete`` (kind, name) leaves; ``busy``: it did something else (deleted pods,
@@ -98,6 +101,7 @@ def done(
         look=look or Look(),
         created=made if made is not None else dict.fromkeys(child_key(c) for c in create),
         deleted=[f"{kind}/{name}" for kind, name in delete],
+        transition=transition is not None,
     )
 
 
@@ -237,7 +241,12 @@ class Controller:
             self._indices = indices
 
         def once(current: Manifest, body: kopf.Body, logger: kopf.Logger) -> None:
-            self._settle(current, self.once(current, body, logger, indices), indices)
+            obj, namespace, _ = fresh(current)
+            with counted(namespace, self.kind):  # an error counted, and raised again
+                outcome = self.once(obj, body, logger, indices)
+            if outcome.transition:
+                metrics.TRANSITIONS.labels(namespace, self.kind).inc()
+            self._settle(obj, outcome, indices)
 
         self.turns.reconcile(body, logger, self.read, once)
 

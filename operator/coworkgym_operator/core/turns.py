@@ -76,6 +76,11 @@ def fresh(current: Manifest) -> tuple[Manifest, str, str]:
     return obj, str(obj["metadata"]["namespace"]), str(obj["metadata"]["name"])
 
 
+def where(obj: Manifest) -> tuple[str, str]:
+    """An object's namespace and name."""
+    return str(obj["metadata"]["namespace"]), str(obj["metadata"]["name"])
+
+
 def carry_out(
     client: Writer,
     logger: kopf.Logger,

@@ -18,7 +18,6 @@ from typing import Any
 
 import kopf
 
-from coworkgym_operator.core import metrics as shared_metrics
 from coworkgym_operator.core import shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.builders import LABEL_SANDBOX
@@ -36,9 +35,8 @@ from coworkgym_operator.core.startup import COMPONENT, FINALIZER, configure
 from coworkgym_operator.core.turns import (
     announce,
     carry_out,
-    counted,
     delete_children,
-    fresh,
+    where,
 )
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.environment import metrics
@@ -116,26 +114,27 @@ def _look_indexed(namespace: str, name: str, uid: str, hint: Hashable, indices: 
 
 
 def _reconcile_once(
-    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+    env: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
 ) -> Done:
-    env, namespace, name = fresh(current)
-    with counted(namespace, KIND):
-        observed = _observe(env, indices)
-        plan = reconcile(env, observed, settings_now())
-        # The status first, then the deletes: a finished stage's pod holds its result, so a
-        # kill between removing it and recording the result would lose it and run the
-        # stage again; recorded first, a restarted operator reads the end from the status
-        # and plans the same deletes again. The pods go before the claims, whose presence
-        # is what plans both again after a kill.
-        carry_out(kube(), logger, namespace, name, [], plan.create, env["status"], plan.status)
-        if plan.delete_stage_pods:
-            kube().delete_stage_pods(namespace, name)
-        delete_children(kube(), logger, namespace, plan.delete)
+    namespace, name = where(env)
+    observed = _observe(env, indices)
+    plan = reconcile(env, observed, settings_now())
+    # The status first, then the deletes: a finished stage's pod holds its result, so a
+    # kill between removing it and recording the result would lose it and run the
+    # stage again; recorded first, a restarted operator reads the end from the status
+    # and plans the same deletes again. The pods go before the claims, whose presence
+    # is what plans both again after a kill.
+    carry_out(kube(), logger, namespace, name, [], plan.create, env["status"], plan.status)
+    if plan.delete_stage_pods:
+        kube().delete_stage_pods(namespace, name)
+    delete_children(kube(), logger, namespace, plan.delete)
     _record(namespace, name, _family(env), plan, taken_up=not env["status"].get("phase"))
     announce(logger, body, plan.transition, plan.status, plan.events)
-    busy, look = plan.delete_stage_pods, _look(observed)
-    before, hint = env["status"], pending_job_name(env)
-    return done(before, plan.status, plan.create, plan.delete, busy=busy, hint=hint, look=look)
+    busy, look, hint = plan.delete_stage_pods, _look(observed), pending_job_name(env)
+    return done(
+        env["status"], plan.status, plan.create, plan.delete,
+        busy=busy, hint=hint, look=look, transition=plan.transition,
+    )  # fmt: skip
 
 
 def _finished(status: Any) -> bool:
@@ -180,8 +179,6 @@ def _record(namespace: str, name: str, family: str, plan: Plan, taken_up: bool =
     metrics.observe_phase(namespace, name, family, plan.status.get("phase"))
     if taken_up and plan.status.get("phase"):
         metrics.TAKEN_UP.labels(*labels).inc()
-    if plan.transition:
-        shared_metrics.TRANSITIONS.labels(namespace, "CoworkEnvironment").inc()
     for defect in plan.defects:
         metrics.DEFECTS.labels(*labels, defect.code, defect.owner).inc()
     if plan.stage_seconds:

@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from coworkgym_operator.core import metrics, shutdown
+from coworkgym_operator.core import shutdown
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.controller import (
     Controller,
@@ -29,7 +29,7 @@ from coworkgym_operator.core.controller import (
 from coworkgym_operator.core.gateway_address import by_address
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.observe import JobObservation, start_wait
-from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
+from coworkgym_operator.core.turns import announce, carry_out, where
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.rollouts import metrics as m
 from coworkgym_operator.rollouts.api.types import (
@@ -120,21 +120,20 @@ def settings_now() -> BatchSettings:
 
 
 def _reconcile_once(
-    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+    batch: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
 ) -> Done:
-    batch, namespace, name = fresh(current)
+    namespace, name = where(batch)
     bk = batch_kube()
-    with counted(namespace, BATCH_KIND):
-        observed = observe(batch, indices)
-        plan = reconcile_batch(batch, observed, settings_now())
-        carry_out(
-            bk, logger, namespace, name, plan.delete, plan.create, batch["status"], plan.status
-        )
+    observed = observe(batch, indices)
+    plan = reconcile_batch(batch, observed, settings_now())
+    carry_out(bk, logger, namespace, name, plan.delete, plan.create, batch["status"], plan.status)
     _record(namespace, name, plan)
     announce(logger, body, plan.transition, plan.status, plan.events)
     look, hint = _look(observed.jobs, observed.existing_children), tuple(jobs_to_observe(batch))
-    before, busy = batch["status"], observed.probed
-    return done(before, plan.status, plan.create, plan.delete, busy=busy, hint=hint, look=look)
+    return done(
+        batch["status"], plan.status, plan.create, plan.delete,
+        busy=observed.probed, hint=hint, look=look, transition=plan.transition,
+    )  # fmt: skip
 
 
 def _record(namespace: str, name: str, plan: BatchPlan) -> None:
@@ -150,8 +149,6 @@ def _record(namespace: str, name: str, plan: BatchPlan) -> None:
     m.BATCH_RUNNING.labels(namespace, name).set(plan.status.get("counts", {}).get("running", 0))
     if plan.finished:
         m.BATCHES_FINISHED.labels(namespace, plan.finished).inc()
-    if plan.transition:
-        metrics.TRANSITIONS.labels(namespace, BATCH_KIND).inc()
 
 
 CONTROLLER = Controller(BATCH_KIND, BATCH_PLURAL, WATCHES, _reconcile_once, _look_indexed)

@@ -25,7 +25,6 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from coworkgym_operator.core import metrics
 from coworkgym_operator.core.api import GROUP, VERSION
 from coworkgym_operator.core.controller import (
     Controller,
@@ -36,7 +35,7 @@ from coworkgym_operator.core.controller import (
 )
 from coworkgym_operator.core.kube import kube
 from coworkgym_operator.core.observe import JobObservation, parse_time, start_wait
-from coworkgym_operator.core.turns import announce, carry_out, counted, fresh
+from coworkgym_operator.core.turns import announce, carry_out, where
 from coworkgym_operator.core.watches import JOBS, PODS, Indices
 from coworkgym_operator.training import metrics as m
 from coworkgym_operator.training.api.types import (
@@ -190,18 +189,18 @@ def _age(observed: TrainingObserved) -> float | None:
 
 
 def _reconcile_once(
-    current: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
+    run: dict[str, Any], body: kopf.Body, logger: kopf.Logger, indices: Indices | None
 ) -> Done:
-    run, namespace, name = fresh(current)
+    namespace, name = where(run)
     tk = training_kube()
-    with counted(namespace, TRAINING_KIND):
-        observed = observe(run, indices)
-        plan = reconcile_training(run, observed, SETTINGS)
-        carry_out(tk, logger, namespace, name, plan.delete, plan.create, run["status"], plan.status)
+    observed = observe(run, indices)
+    plan = reconcile_training(run, observed, SETTINGS)
+    carry_out(tk, logger, namespace, name, plan.delete, plan.create, run["status"], plan.status)
     _record(namespace, name, run, plan)
     announce(logger, body, plan.transition, plan.status, plan.events)
     look = Look(wait=_clock(observed))
-    return done(run["status"], plan.status, plan.create, plan.delete, look=look)
+    before, transition = run["status"], plan.transition
+    return done(before, plan.status, plan.create, plan.delete, look=look, transition=transition)
 
 
 def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) -> None:
@@ -227,8 +226,6 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
         m.RUNS_FINISHED.labels(namespace, objective, plan.finished, reason).inc()
     if plan.nan_loss:
         m.NAN_LOSS.labels(namespace, objective).inc()
-    if plan.transition:
-        metrics.TRANSITIONS.labels(namespace, TRAINING_KIND).inc()
 
 
 CONTROLLER = Controller(TRAINING_KIND, TRAINING_PLURAL, WATCHES, _reconcile_once)
