@@ -187,7 +187,12 @@ class ExecutionReview:
             if not self._valid(outcome, "reference"):
                 return
             self.stats.reference_reward = outcome.reward
-            sound = _tells_reference_from_untouched(outcome, queue, outcomes)
+            # On a plain Harbor task the verifier is the task's given and a wrong oracle
+            # the solution's; a Cowork package's verifier is derived to grade its
+            # reference, so a rejected reference stays the Verifier Constructor's to fix.
+            sound = not self.pkg.is_cowork and _tells_reference_from_untouched(
+                outcome, queue, outcomes
+            )
             if not self._reference_passes(outcome, sound=sound):
                 return
         for probe, outcome in zip(queue, outcomes, strict=True):
