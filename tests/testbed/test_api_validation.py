@@ -133,7 +133,7 @@ def object_paths(node: dict[str, Any], path: str) -> list[str]:
 
 
 def test_kubectl_explain_describes_every_field_of_the_spec(testbed: Testbed, crd: None) -> None:
-    schema = crd_module.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema = crd_module.DEFINITION.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     paths = object_paths(schema["properties"]["spec"], "coworkenvironment.spec")
     paths += object_paths(schema["properties"]["status"], "coworkenvironment.status")
     assert "coworkenvironment.spec.sandbox.tolerations" in paths and len(paths) >= 12

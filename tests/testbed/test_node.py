@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from coworkgym_operator.core.builders import SANDBOX_UID
 from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_operator.environment import builders
 from coworkgym_testbed import images
@@ -333,7 +334,7 @@ def test_sandbox_pods_are_isolated(cluster: Cluster, testbed_env: Testbed, node_
     control = results["control"]["net"]
     assert control["pod"] == "open" and control["s3-relay"] == "open", control
     for name, r in results.items():
-        assert r["uid"] == builders.SANDBOX_UID and r["gid"] == builders.SANDBOX_UID, name
+        assert r["uid"] == SANDBOX_UID and r["gid"] == SANDBOX_UID, name
         assert r["token"] is False, f"{name}: a service-account token is mounted"
         assert r["rootfs_writable"] is False, name
         # The node's fence, for every pod: nothing beyond the bridge, nothing on the node but
@@ -366,8 +367,8 @@ def plain_pod(name: str, command: list[str]) -> dict[str, Any]:
             "automountServiceAccountToken": False,
             "securityContext": {
                 "runAsNonRoot": True,
-                "runAsUser": builders.SANDBOX_UID,
-                "runAsGroup": builders.SANDBOX_UID,
+                "runAsUser": SANDBOX_UID,
+                "runAsGroup": SANDBOX_UID,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "containers": [
