@@ -85,8 +85,8 @@ def _labels_enum(field: str) -> Callable[[dict[str, Any]], None]:
     return _enum(lambda: _taxonomy_values(field))
 
 
-# Messages shared with the CRD's CEL rules (coworkgym_operator.environment.api.crd), so the CLI and the
-# API server refuse a spec with the same words.
+# Messages shared with the CRD's CEL rules (coworkgym_operator.environment.api.crd), so the
+# CLI and the API server refuse a spec with the same words.
 LLM_BACKEND_NEEDS_MODEL = "an 'llm' backend needs 'model' and 'baseUrl'"
 RELEASE_URI_NOT_S3 = (
     "must be an s3:// URI, e.g. s3://bucket/envs (cowork-gym synth writes to its --out "

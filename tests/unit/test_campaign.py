@@ -229,15 +229,15 @@ def test_a_quota_the_taxonomy_does_not_serve_fails_before_any_child() -> None:
 
 # ---- the CRD --------------------------------------------------------------------------------
 def test_the_files_on_disk_match_the_models() -> None:
-    assert campaign_crd.DEFINITION.main(["--check"]) == 0, "run python -m coworkgym_operator.campaign.api.crd"
+    fix = "run python -m coworkgym_operator.campaign.api.crd"
+    assert campaign_crd.DEFINITION.main(["--check"]) == 0, fix
     copies = [t.read_text() for t in campaign_crd.DEFINITION.targets]
     assert copies[0] == copies[1] == campaign_crd.DEFINITION.render()
 
 
 def test_the_crd_refuses_unknown_cells_by_enum_and_duplicates_by_key() -> None:
-    spec = campaign_crd.DEFINITION.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
-        "spec"
-    ]
+    schema = campaign_crd.DEFINITION.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
     cells_node = spec["properties"]["quotas"]["properties"]["cells"]
     assert cells_node["x-kubernetes-list-map-keys"] == ["domain", "capability"]
     item = cells_node["items"]["properties"]
