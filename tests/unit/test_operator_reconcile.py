@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from coworkgym.loop.machine import Phase
 from coworkgym_operator.core.conditions import merge
-from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.observe import (
+    JobObservation,
+    job_observation,
+    job_summary,
+    pod_summary,
+)
 from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_operator.environment.api import crd
 from coworkgym_operator.environment.builders import MOUNTS, stage_job
@@ -151,3 +157,90 @@ def test_phase_derived_from_conditions_matches_the_loop() -> None:
 
     revising.rounds = [Round(iteration=1, defects=[Defect.of(DefectCode.ACCEPTS_SHORTCUT, "x")])]
     assert derive_phase(merge([], conditions_for(revising, "verifier"), 1)) is Phase.REVISING
+
+
+# ---- stage timings: as the API serves a finished stage -----------------------------------
+
+JOB_STARTED = "2026-12-01T09:00:01Z"
+
+
+def served_job(name: str, *conditions: dict[str, str], completed: str | None = None) -> Any:
+    """A stage Job as the API serves it: started, with these True conditions."""
+    status: dict[str, Any] = {"startTime": JOB_STARTED, "conditions": list(conditions)}
+    if completed:
+        status["completionTime"] = completed
+    return {
+        "metadata": {"name": name, "creationTimestamp": "2026-12-01T09:00:00Z"},
+        "status": status,
+    }
+
+
+def ended_pod(result: dict[str, Any], finished_at: str) -> dict[str, Any]:
+    """A stage pod whose container ended, its result in the termination message."""
+    ok = bool(result.get("ok"))
+    terminated = {
+        "exitCode": 0 if ok else 1,
+        "message": json.dumps(result),
+        "startedAt": "2026-12-01T09:00:05Z",
+        "finishedAt": finished_at,
+    }
+    return {
+        "spec": {"nodeName": "node-1"},
+        "status": {
+            "phase": "Succeeded" if ok else "Failed",
+            "containerStatuses": [{"name": "role", "state": {"terminated": terminated}}],
+        },
+    }
+
+
+def as_watched(name: str, job: Any, *pods: dict[str, Any]) -> Observed:
+    """What the reconcile reads from the watches' indices (their small summaries)."""
+    summaries = [pod_summary(p) for p in pods]
+    return Observed(job_observation(name, job_summary(job), summaries, wait_for_pods=True))
+
+
+def timings(plan: Plan) -> dict[str, float]:
+    return {t["stage"]: t["seconds"] for t in plan.status["stageTimings"]}
+
+
+def test_a_stage_timing_is_in_the_status_as_soon_as_its_pod_ends() -> None:
+    # the pod's watch event comes before the Job controller marks the Job Complete (and
+    # sets its completionTime): the reconcile it wakes moves the stage on, so that is when
+    # the time must be taken
+    env = after(resource(), reconcile(resource(), Observed(), SETTINGS))
+    name = "demo-builder-i0-a1"
+    pod = ended_pod({"stage": "builder", "ok": True}, "2026-12-01T09:00:43Z")
+    plan = reconcile(env, as_watched(name, served_job(name), pod), SETTINGS)
+    assert plan.status["phase"] == "ConstructingVerifier"
+    assert timings(plan) == {"builder": 42.0} and plan.stage_seconds == ("builder", 42.0)
+    # the Job's completion, seen by a later reconcile, is not counted again
+    env = after(env, plan)
+    complete = {"type": "Complete", "status": "True", "reason": "", "message": ""}
+    completed = served_job(name, complete, completed="2026-12-01T09:00:44Z")
+    again = reconcile(env, as_watched(name, completed, pod), SETTINGS)
+    assert timings(again) == {"builder": 42.0} and again.stage_seconds is None
+    # the next stage's time is added beside it, when that stage ends
+    verifier = "demo-verifier-i0-a1"
+    pod = ended_pod({"stage": "verifier", "ok": True}, "2026-12-01T09:00:11Z")
+    plan = reconcile(after(env, again), as_watched(verifier, served_job(verifier), pod), SETTINGS)
+    assert timings(plan) == {"builder": 42.0, "verifier": 10.0}
+
+
+def test_a_failed_attempt_counts_in_its_stage_timing() -> None:
+    # a failed Job never gets a completionTime; its Failed condition says when it ended
+    env = after(resource(), reconcile(resource(), Observed(), SETTINGS))
+    failed = {
+        "type": "Failed",
+        "status": "True",
+        "reason": "DeadlineExceeded",
+        "message": "Job was active longer than specified deadline",
+        "lastTransitionTime": "2026-12-01T09:10:01Z",
+    }
+    name = "demo-builder-i0-a1"
+    plan = reconcile(env, as_watched(name, served_job(name, failed)), SETTINGS)
+    assert plan.job_failed == "builder" and plan.status["loop"]["attempt"] == 2
+    assert timings(plan) == {"builder": 600.0}
+    retry = "demo-builder-i0-a2"
+    pod = ended_pod({"stage": "builder", "ok": True}, "2026-12-01T09:00:31Z")
+    plan = reconcile(after(env, plan), as_watched(retry, served_job(retry), pod), SETTINGS)
+    assert timings(plan) == {"builder": 630.0}  # summed over the attempts

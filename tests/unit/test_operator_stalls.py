@@ -100,11 +100,15 @@ class Stuck:
         self.env = {**self.env, "status": plan.status}
         return plan
 
-    def observe(self, after_s: float, start: PodStart, generation: int = 1) -> Observed:
+    def observe(
+        self, after_s: float, start: PodStart, generation: int = 1, created_s: float = 0
+    ) -> Observed:
+        """The pending Job ``after_s`` into the test, created ``created_s`` into it."""
         name = pending_job_name(self.env)
         assert name is not None
+        created = CREATED + timedelta(seconds=created_s)
         job = JobObservation(
-            name, "running", created_at=CREATED, generation=generation, start=start
+            name, "running", created_at=created, generation=generation, start=start
         )
         return Observed(job, now=CREATED + timedelta(seconds=after_s))
 
@@ -122,12 +126,64 @@ def test_a_pod_that_cannot_start_is_in_the_condition_and_one_event_at_once() -> 
     built = run.condition("Built")
     assert built["status"] == "Unknown" and "ErrImageNeverPull" in built["message"]
     assert "120 s" in built["message"]
-    assert [(t, r) for t, r, _ in plan.events] == [("Warning", "StagePodNotStarting")]
+    # within the grace it may still start: Normal; the Warning comes with the deadline
+    assert [(t, r) for t, r, _ in plan.events] == [("Normal", "StagePodNotStarting")]
     assert "demo-builder-i0-a1" in plan.events[0][2] and "ErrImageNeverPull" in plan.events[0][2]
     assert plan.delete == [] and jobs(plan) == []
     # announced once: the next reconciles see the same problem and stay quiet
     again = run.step(run.observe(6, PodStart(False, True, NEVER_PULL)))
     assert again.events == [] and again.status == plan.status
+
+
+VOLUMES_UNBOUND = PodProblem(
+    "VolumeBinding",
+    "Unschedulable",
+    "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+)
+NO_CPU = PodProblem("Unschedulable", "Unschedulable", "0/1 nodes are available: Insufficient cpu.")
+
+
+def event_kinds(plans: list[Plan]) -> list[tuple[str, str]]:
+    return [(t, r) for plan in plans for t, r, _ in plan.events]
+
+
+def test_scheduling_waits_are_normal_events_once_each_per_attempt() -> None:
+    run = Stuck()
+    waits = [
+        (2, VOLUMES_UNBOUND),
+        (3, VOLUMES_UNBOUND),  # the same wait, reconciled again
+        (5, None),  # bound; the scheduler has not placed the pod yet
+        (8, NO_CPU),
+        (9, VOLUMES_UNBOUND),  # back again: already announced in this attempt
+        (30, NO_CPU),
+    ]
+    plans = [run.step(run.observe(t, PodStart(False, False, p))) for t, p in waits]
+    assert event_kinds(plans) == [("Normal", "StagePodNotStarting")] * 2
+    assert "PersistentVolumeClaims" in plans[0].events[0][2]
+    assert "Insufficient cpu" in plans[3].events[0][2]
+    assert run.env["status"]["loop"]["startProblems"] == ["VolumeBinding", "Unschedulable"]
+    # the deadline: the attempt ends with the one Warning; the next attempt's waits are news
+    ended = run.step(run.observe(121, PodStart(False, False, NO_CPU)))
+    assert event_kinds([ended]) == [("Warning", "StageNotStarted")]
+    assert "startProblems" not in run.env["status"]["loop"]
+    again = run.step(run.observe(122, PodStart(False, False, NO_CPU), created_s=121))
+    assert event_kinds([again]) == [("Normal", "StagePodNotStarting")]
+    assert "demo-builder-i0-a2" in again.events[0][2]
+
+
+def test_a_healthy_environment_that_waits_for_its_pods_posts_no_warning() -> None:
+    run = Stuck()
+    plans = []
+    for stage in ("builder", "verifier", "detector", "release"):
+        for after_s, problem in ((1, VOLUMES_UNBOUND), (2, NO_CPU), (3, NO_CPU)):
+            plans.append(run.step(run.observe(after_s, PodStart(False, False, problem))))
+        name = pending_job_name(run.env)
+        assert name is not None and stage in name
+        result = {"ok": True, "defects": [], "uri": "s3://b/e", "digest": "sha256:abc"}
+        plans.append(run.step(Observed(JobObservation(name, "succeeded", result, seconds=1.0))))
+    assert run.env["status"]["phase"] == "Released"
+    assert [t for t, _ in event_kinds(plans)] and {t for t, _ in event_kinds(plans)} == {"Normal"}
+    assert event_kinds(plans).count(("Normal", "StagePodNotStarting")) == 8
 
 
 def test_past_the_grace_the_attempt_ends_and_the_retry_policy_decides() -> None:

@@ -69,7 +69,8 @@ def start_wait(
 
 def job_summary(job: Plain) -> Plain:
     """What ``job_observation`` reads of a Job: its name, generation label, creation time,
-    start/completion times and its True conditions; and its owner's uid."""
+    start/completion times and its True conditions (with when they became true); and its
+    owner's uid."""
     meta, status = job.get("metadata") or {}, job.get("status") or {}
     owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("controller")]
     return {
@@ -85,7 +86,7 @@ def job_summary(job: Plain) -> Plain:
             "startTime": status.get("startTime"),
             "completionTime": status.get("completionTime"),
             "conditions": [
-                {k: c.get(k) for k in ("type", "status", "reason", "message")}
+                {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
                 for c in status.get("conditions") or []
                 if c.get("status") == "True"
             ],
@@ -135,7 +136,7 @@ def job_observation(
     }
     finished = "Complete" in conditions or "Failed" in conditions
     lagging = wait_for_pods and finished and pods and pod_state is None
-    seconds = _seconds(status.get("startTime"), status.get("completionTime"))
+    seconds = _run_seconds(job, conditions.get("Failed"), pods)
     if not lagging and (pod_state == "succeeded" or "Complete" in conditions):
         return JobObservation(name, "succeeded", result, seconds=seconds)
     if not lagging and (pod_state == "failed" or "Failed" in conditions):
@@ -180,11 +181,36 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def _seconds(start: Any, end: Any) -> float | None:
-    begun, ended = parse_time(start), parse_time(end)
+def _run_seconds(job: Plain, failed: Plain | None, pods: list[Plain]) -> float | None:
+    """How long a finished Job ran: from its start to its end, as the first of these says.
+
+    The Job's ``completionTime`` alone is not enough: Kubernetes sets it on success only,
+    and only once the Job controller has seen the pod end, which the pod's own watch event
+    usually precedes; that is the event whose reconcile moves the stage on, so the time
+    would be lost (``status.stageTimings`` stayed empty on the test-bed). The pod's
+    containers say when they ended; a failed Job, when its ``Failed`` condition came."""
+    status, meta = job.get("status") or {}, job.get("metadata") or {}
+    begun = parse_time(status.get("startTime") or meta.get("creationTimestamp"))
+    ends = [
+        parse_time(status.get("completionTime")),
+        parse_time((failed or {}).get("lastTransitionTime")),
+        _containers_ended(pods),
+    ]
+    ended = next((end for end in ends if end is not None), None)
     if begun is None or ended is None:
         return None
     return max(0.0, (ended - begun).total_seconds())
+
+
+def _containers_ended(pods: list[Plain]) -> datetime | None:
+    """When the last container of a finished pod ended (its ``finishedAt``)."""
+    ends = [
+        parse_time(((container.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for pod in pods
+        for container in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    known = [end for end in ends if end is not None]
+    return max(known) if known else None
 
 
 __all__ = ["job_observation", "job_summary", "parse_time", "pod_summary", "start_wait", "stuck"]

@@ -8,11 +8,13 @@ answer, so a restarted operator duplicates nothing: Job names are deterministic
 
 A stage whose pod cannot start is not left waiting for the stage timeout: the reason
 (image pull, scheduling, volume binding) goes into the running stage's condition at once,
-with one event, and once the pod has not started ``stage_start_grace_seconds`` after its
-Job was created, the attempt ends (the Job is deleted) and the loop's retry policy
-decides, like for a crashed stage. The next attempt's Job is built from the spec as it is
-then, so a corrected ``spec.sandbox`` applies to it; a spec changed while the pod cannot
-start ends the attempt without waiting for the grace. (Should the operator stop between
+with a Normal event (one per kind of problem and attempt: waiting for a volume to be bound
+or a node to be free is what a healthy environment does), and once the pod has not
+started ``stage_start_grace_seconds`` after its Job was created, the attempt ends (the Job
+is deleted, a Warning event) and the loop's retry policy decides, like for a crashed
+stage. The next attempt's Job is built from the spec as it is then, so a corrected
+``spec.sandbox`` applies to it; a spec changed while the pod cannot start ends the attempt
+without waiting for the grace. (Should the operator stop between
 deleting a stuck Job and writing the status, the next reconcile finds that Job missing and
 creates it again under its own name: the same attempt, started afresh, never two.)
 
@@ -68,7 +70,6 @@ from coworkgym_operator.environment.builders import (
     volume_name,
 )
 from coworkgym_operator.environment.reconcile.conditions import (
-    CONDITION_OF_STAGE,
     conditions_for,
     derive_phase,
     invalid_spec_conditions,
@@ -113,6 +114,11 @@ class LoopRecord(BaseModel):
     verifier_feedback: list[Defect] = Field(default_factory=list)
     rounds: list[Round] = Field(default_factory=list)
     failed_stage: Stage | None = None
+    start_problems: list[str] | None = Field(
+        None,
+        description="the kinds of start problem already announced for the pending stage's "
+        "Job (one event per kind and attempt, however many reconciles see it)",
+    )
 
 
 class RunStagePayload(BaseModel):
@@ -123,11 +129,13 @@ class RunStagePayload(BaseModel):
 
 @dataclass
 class LoopState:
-    """The machine's status, the stage waited for, and the summed seconds per stage."""
+    """The machine's status, the stage waited for, the summed seconds per stage, and the
+    kinds of start problem announced for the pending stage's Job."""
 
     loop: LoopStatus
     stage: Stage | None
     timings: dict[str, float]
+    start_problems: list[str] = field(default_factory=list)
 
     @property
     def feedback(self) -> list[Defect]:
@@ -144,6 +152,7 @@ class LoopState:
             verifier_feedback=self.loop.verifier_feedback,
             rounds=self.loop.rounds,
             failed_stage=self.loop.failed_stage,
+            start_problems=self.start_problems or None,
         )
 
 
@@ -179,7 +188,7 @@ def _state(env: Manifest) -> LoopState:
     except (ValidationError, ValueError, KeyError, TypeError):
         # unreadable bookkeeping: start over rather than crash-loop
         return LoopState(LoopStatus(), None, {})
-    return LoopState(loop, record.stage, timings)
+    return LoopState(loop, record.stage, timings, list(record.start_problems or []))
 
 
 def _to_event(stage: Stage, job: JobObservation) -> Event:
@@ -217,9 +226,7 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
         if job.state in ("succeeded", "failed"):
             _fold_finished(state, job, plan, previous, budget)
         elif job.state == "running" and not job.start.started:
-            note = _fold_not_started(
-                state, job, plan, previous, budget, observed, generation, settings
-            )
+            note = _fold_not_started(state, job, plan, budget, observed, generation, settings)
 
     terminal = state.loop.phase.is_terminal()
     if not terminal:
@@ -329,15 +336,15 @@ def _fold_not_started(
     state: LoopState,
     job: JobObservation,
     plan: Plan,
-    previous: CoworkEnvironmentStatus,
     budget: Budget,
     observed: Observed,
     generation: int | None,
     settings: OperatorSettings,
 ) -> str:
     """The pending stage's pod has not started: end the attempt if it is stuck (the loop's
-    retry policy decides what follows), else return a note on why it cannot start (for the
-    running stage's condition, announced by one event)."""
+    retry policy decides what follows: a Warning), else return a note on why it cannot start
+    (for the running stage's condition, announced by a Normal event: within the grace, a
+    volume being bound or a node being freed is a wait, not a fault)."""
     assert state.stage is not None
     stage = state.stage
     ended = _not_started(job, stage, observed.now, generation, settings)
@@ -354,8 +361,9 @@ def _fold_not_started(
         f"its pod cannot start: {problem.describe()}; the attempt ends if it has not "
         f"started {settings.stage_start_grace_seconds:g} s after its Job was created"
     )
-    if f"cannot start: {problem.kind} " not in _message_of(previous, stage):
-        plan.events.append(("Warning", "StagePodNotStarting", f"{job.name}: {note}"))
+    if problem.kind not in state.start_problems:  # a problem that comes back is not news
+        state.start_problems.append(problem.kind)
+        plan.events.append(("Normal", "StagePodNotStarting", f"{job.name}: {note}"))
     return note
 
 
@@ -384,21 +392,18 @@ def _not_started(
     return f"the {stage} pod did not start within {settings.stage_start_grace_seconds:g} s: {why}"
 
 
-def _message_of(status: CoworkEnvironmentStatus, stage: Stage) -> str:
-    """The previous message of the stage's condition (to announce a pod problem once)."""
-    kind = CONDITION_OF_STAGE[stage]
-    return next((c.message for c in status.conditions if c.type == kind), "")
-
-
 def _job_of(meta: Manifest, state: LoopState) -> str:
     assert state.stage is not None
     return job_name(meta["name"], state.stage, state.loop.iteration, state.loop.attempts)
 
 
 def _apply(state: LoopState, decision: Any) -> None:
+    attempt = (state.stage, state.loop.iteration, state.loop.attempts)
     state.loop = decision.status
     action = decision.actions[0] if decision.actions else None
     state.stage = action.stage if action else None
+    if (state.stage, state.loop.iteration, state.loop.attempts) != attempt:
+        state.start_problems = []  # another Job: its problems are announced afresh
 
 
 def _status(
