@@ -20,12 +20,13 @@ from ..package.errors import PackageError
 from ..package.harbor_model import harbor_verdict
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
-from .audit import audit
+from .audit import NO_ORACLE, audit
 from .defects import CATALOGUE, Defect, DefectCode
 from .harbor_lint import harbor_lint
 from .partial_work import PARTIAL_WORK_BOUND
 from .review import ExecutionReview, ReviewStats
 from .task_image import (
+    ImageInvalid,
     ImageSettings,
     ImageUnavailable,
     near_copies_in_context,
@@ -150,7 +151,7 @@ class IssueDetector:
             report.defects += lint or []
             report.seconds["harbor_lint"] = time.perf_counter() - started
         report.defects += notes
-        if any(d.code == DefectCode.PACKAGE_STRUCTURE for d in report.errors):
+        if any(_unrunnable(d) for d in report.errors):
             return report  # nothing to execute
         started = time.perf_counter()
         try:
@@ -165,6 +166,10 @@ class IssueDetector:
                 started = time.perf_counter()
                 review = ExecutionReview(pkg, place.runtime, place.image, self.partial_bound)
                 report.defects += review.run()
+        except ImageInvalid as exc:
+            report.defects.append(Defect.of(DefectCode.PACKAGE_INVALID, str(exc)))
+            report.seconds["image"] = time.perf_counter() - started
+            return report
         except ImageUnavailable as exc:
             report.could_not_run = str(exc)
             report.defects.append(_unsupported(f"could not run here: {exc}"))
@@ -174,6 +179,14 @@ class IssueDetector:
         report.could_not_run = review.could_not_run
         report.seconds["execution"] = time.perf_counter() - started
         return report
+
+
+def _unrunnable(defect: Defect) -> bool:
+    """A structure error that leaves nothing to execute (a missing oracle still lets the
+    no-op run)."""
+    return (
+        defect.code == DefectCode.PACKAGE_STRUCTURE and defect.evidence.get("absent") != NO_ORACLE
+    )
 
 
 def _unsupported(message: str) -> Defect:

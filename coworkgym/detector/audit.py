@@ -68,9 +68,13 @@ def structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
                 )
 
 
+NO_ORACLE = "oracle"  # evidence ``absent``: the missing file is the oracle, the task still runs
+
+
 def harbor_structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
-    """What Harbor needs to run a task (single- or multi-step); the oracle is optional to
-    Harbor, so a task without one is checked with the no-op only (a warning says so)."""
+    """What Harbor needs to run a task (single- or multi-step). The oracle is optional to
+    Harbor, but without one nothing shows the task can be solved: that is an error (the
+    task's authors must ship one), and the no-op is still checked (``NO_ORACLE``)."""
     required = [] if pkg.config.environment.docker_image else ["environment/Dockerfile"]
     solutions = [SOLVE_SH]
     if pkg.is_multi_step:
@@ -96,10 +100,10 @@ def harbor_structure(pkg: EnvironmentPackage) -> Iterable[Defect]:
     if missing:
         yield Defect.of(
             DefectCode.PACKAGE_STRUCTURE,
-            f"no oracle ({', '.join(missing)}): the reference completion cannot be checked, "
-            "only that doing nothing fails",
-            severity="warning",
+            f"no oracle ({', '.join(missing)}): nothing shows the task can be solved (the "
+            "reference completion cannot be checked, only that doing nothing fails)",
             missing=missing,
+            absent=NO_ORACLE,
         )
 
 

@@ -1,12 +1,14 @@
 """What this machine cannot reproduce of a task's own environment, and when a failure is
 therefore ours to explain rather than the task's defect.
 
-Two gaps matter today: the network (an emulated phase has none; a phase in the task's image
+Three gaps matter today: the network (an emulated phase has none; a phase in the task's image
 has the machine's, where only the Debian and PyPI registries answer, so a host elsewhere
 does not), and a plain Harbor task's Dockerfile ``RUN`` lines when the image is emulated
-(the inputs, packages and services they would create are missing). A failure that one of
-these gaps can explain makes the task "could not run here", with the reason (the host that
-did not answer, when the output names it); never a defect.
+(the inputs, packages and services they would create are missing), and the image's file
+system outside the working directory, which a phase here cannot write (Harbor's container
+is writable everywhere: a solution may write ``/output/``, a verifier ``/tests/score.txt``).
+A failure that one of these gaps can explain makes the task "could not run here", with the
+reason (the host that did not answer, the path it could not write); never a defect.
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ def unreproduced(
     """Why a failed ``phase`` run may be this machine's fault, or None if it is the task's."""
     if pkg.is_cowork:
         return None  # our own packages declare no network and build no RUN-made inputs
+    read_only = _read_only_write(run)
+    if read_only is not None:
+        where = "verifier" if phase == "verifier" else "solution"
+        return (
+            f"the {where} writes outside the working directory ({read_only}: Read-only file "
+            "system); Harbor's container is writable everywhere, but here only the working "
+            "directory is"
+        )
     if needs_network(pkg, phase, run):
         where = "verifier" if phase == "verifier" else "solution"
         seen = _first_network_failure(run)
@@ -94,6 +104,24 @@ def unreproduced(
             "create is missing"
         )
     return None
+
+
+# What a process prints when it writes where the sandbox's image is read-only, and the
+# path it names on that line (Python quotes it after the words, the shell before them).
+READ_ONLY_LINE = re.compile(r"^.*Read-only file system.*$", re.MULTILINE)
+ABSOLUTE_PATH = re.compile(r"(/[\w.@+-]+)+")
+
+
+def _read_only_write(run: SandboxResult | None) -> str | None:
+    """The path a failed run could not write because the image is read-only here (or "a
+    path" when the output does not name it); None when that is not why it failed."""
+    if run is None:
+        return None
+    line = READ_ONLY_LINE.search(f"{run.stdout}\n{run.stderr}")
+    if line is None:
+        return None
+    path = ABSOLUTE_PATH.search(line.group(0))
+    return path.group(0) if path else "a path"
 
 
 def _first_network_failure(run: SandboxResult | None) -> str:

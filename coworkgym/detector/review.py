@@ -307,6 +307,7 @@ class ExecutionReview:
         failing = {k: v for k, v in outcome.component_scores().items() if v < 1.0}
         failing |= {k: v for k, v in outcome.rewards.items() if v < self.limits.passing}
         wrong_oracle = sound and outcome.reward is not None
+        printed = _verifier_said(outcome) if not self.pkg.is_cowork else ""
         self.defects.append(
             Defect.of(
                 DefectCode.REFERENCE_REJECTED,
@@ -318,7 +319,8 @@ class ExecutionReview:
                     "solution is what falls short"
                     if wrong_oracle
                     else ""
-                ),
+                )
+                + (f"; the verifier printed: {printed}" if printed else ""),
                 owner="builder" if wrong_oracle else None,
                 blamed="solution" if wrong_oracle else "verifier",
                 reward=outcome.reward,
@@ -764,6 +766,15 @@ def _closest_input(output: str, inputs: list[str]) -> str:
     suffix = Path(output).suffix
     same_kind = [i for i in inputs if Path(i).suffix == suffix]
     return (same_kind or inputs)[0]
+
+
+def _verifier_said(outcome: VerifyOutcome, chars: int = 300) -> str:
+    """The end of what a plain Harbor verifier printed (its test runner's verdict, or why it
+    could not run: ``No module named pytest``), so a rejected reference says why."""
+    if outcome.run is None:
+        return ""
+    printed = f"{outcome.run.stdout}\n{outcome.run.stderr}".strip()
+    return " ".join(printed[-chars:].split())
 
 
 def _evidence(outcome: VerifyOutcome) -> list[dict[str, object]]:

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, cast, get_args
 
 from ..image.bases import BaseMap
-from ..image.build import BuildNetwork, ImageBuildFailed, TaskImageBuilder
+from ..image.build import BuildNetwork, DockerfileBroken, ImageBuildFailed, TaskImageBuilder
 from ..image.buildah import Buildah, BuildahError
 from ..image.leaks import ImageFiles, meaning, nearest
 from ..image.mounted import MountedImage, mounted
@@ -38,6 +38,10 @@ ImageMode = Literal["auto", "build", "emulate"]
 
 class ImageUnavailable(RuntimeError):
     """The task needs its image and this machine cannot provide it; the message says why."""
+
+
+class ImageInvalid(RuntimeError):
+    """The task's image cannot be built anywhere (the task's defect); the message says why."""
 
 
 MODE_ENV = "COWORKGYM_CHECK_IMAGE"  # auto | build | emulate: the default mode
@@ -120,6 +124,8 @@ def placement(
             inside.phase_sandboxes = {str(k): v for k, v in sandboxes.items()}
             inside.parallel = runtime.parallel
             yield Placement(inside, image)
+    except DockerfileBroken as exc:
+        raise ImageInvalid(str(exc)) from exc
     except ImageBuildFailed as exc:
         raise ImageUnavailable(str(exc)) from exc
     except BuildahError as exc:

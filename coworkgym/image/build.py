@@ -23,10 +23,10 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from ..package.package import EnvironmentPackage
+from ..package.package import IGNORED_PARTS, EnvironmentPackage
 from .bases import BaseMap, BaseUnavailable
 from .buildah import Buildah, BuildahError, log_tail
 from .dockerfile import UnresolvedBase, bases, copied_images, rewrite
@@ -63,6 +63,18 @@ REGISTRY_HICCUP = "a package registry did not answer this time"
 
 class ImageBuildFailed(RuntimeError):
     """The task's image cannot be built here; the message is the reason, for the report."""
+
+
+class DockerfileBroken(ImageBuildFailed):
+    """The task's image cannot be built anywhere: a ``COPY``/``ADD`` names a file its build
+    context (``environment/``) does not hold, which ``docker build`` refuses as well. The
+    task's defect, not this machine's limit."""
+
+
+# buildah's words for a COPY/ADD source missing from the build context
+MISSING_SOURCE = re.compile(
+    r'checking on sources under .*?: copier: stat: "(?P<path>[^"]+)": no such'
+)
 
 
 @dataclass
@@ -183,6 +195,9 @@ class TaskImageBuilder:
                     f"({pkg.config.environment.build_timeout_sec:g}s; log: {log})"
                 ) from exc
             except BuildahError as exc:
+                broken = _missing_source(exc.log)
+                if broken is not None:
+                    raise DockerfileBroken(broken) from exc
                 raise ImageBuildFailed(_why(exc.log, network, log)) from exc
 
     def _forget_older(self, ref: str) -> None:
@@ -224,6 +239,27 @@ def _why(output: str, network: str, log: Path) -> str:
             f"{REACHABLE} answer here); build log {log}: {tail}"
         )
     return f"environment/Dockerfile did not build here at {failed[:120]!r} (log {log}): {tail}"
+
+
+def _missing_source(output: str) -> str | None:
+    """Why the build failed, when its failing step copies from the context a path that is
+    not there (a ``COPY solution/ ...``: only ``environment/`` is the context). A path under
+    a folder the package loader leaves out (``__pycache__``) is not reported: that may be
+    ours."""
+    steps = list(STEP_LINE.finditer(output))
+    if not steps:
+        return None
+    step = steps[-1].group(1).strip()
+    found = MISSING_SOURCE.search(output[steps[-1].start() :])
+    if found is None or "--from" in step or not re.match(r"(COPY|ADD)\s", step, re.I):
+        return None
+    path = found.group("path").lstrip("/") or "."
+    if any(part in IGNORED_PARTS for part in PurePosixPath(path).parts):
+        return None
+    return (
+        f"environment/Dockerfile cannot be built: {step[:120]!r} copies {path}, which its "
+        "build context (environment/) does not hold; docker build refuses it the same way"
+    )
 
 
 def unreachable_host(output: str) -> str | None:
