@@ -4,19 +4,18 @@ summary.
 Grounded in real monthly closing prices (bundled ``stocks.csv``): the account is a small
 investment fund's cash account, each entry a trade of a few hundred shares at the month's
 close. Deliberate differences: entries only on the statement (fees, interest), entries only
-in the books (trades not yet cleared), and amounts mistyped in the books. The hard variant's
-statement has separate debit/credit columns with thousands separators, a year of trades (too
-many to reconcile by eye), and one trade the bank posted twice under its id: the rules do
-not settle it, the instruction says to ask, and the user says how to list it (``bank_error``).
+in the books (trades not yet cleared), and amounts mistyped in the books.
 
-Later user turns either replace ``bank.csv`` with a later statement (some outstanding trades
-have cleared, a new fee arrived) or add a requirement: list unmatched entries older than a
-cut-off date in a ``Stale`` sheet.
+Easy and medium: later user turns either replace ``bank.csv`` with a later statement (some
+outstanding trades have cleared, a new fee arrived) or add a requirement: list unmatched
+entries older than a cut-off date in a ``Stale`` sheet.
+
+Hard is a different task, a year-end close under a written policy with a chart of accounts,
+whose turns build on each other (``ledger_reconciliation_hard``, which says why it is hard).
 """
 
 from __future__ import annotations
 
-import calendar
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from ..verifier.spec import (
     VerifierSpec,
     XlsxValue,
 )
+from . import ledger_reconciliation_hard as hard
 from .base import Trap
 from .common import (
     FamilyDraft,
@@ -47,7 +47,6 @@ from .common import (
     parse_csv,
     plan_turns,
     python_solution,
-    read_csv_resource,
     requirement_added,
     requirement_turn,
     rubric,
@@ -55,19 +54,13 @@ from .common import (
     when_delivered,
     write_csv,
 )
+from .ledger_reconciliation_hard import BANK, BANK_ERROR, BOOKS, JSON, XLSX, mistype, monthly_prices
 
-BANK, BOOKS = "bank.csv", "books.csv"
-XLSX, JSON = "reconciliation.xlsx", "reconciliation.json"
 SIZES = {  # months of trading, symbols traded, then bank-only, books-only, mistyped entries
     "easy": (3, 2, 1, 1, 1),
     "medium": (6, 2, 2, 2, 2),
-    "hard": (12, 4, 3, 3, 3),
 }
-TRADES_PER_MONTH = {"easy": 1, "medium": 1, "hard": 3}  # per symbol
-REPEATED = {"easy": 0, "medium": 0, "hard": 1}  # trades the bank posts twice
-BANK_ERROR = "bank_error"  # the source the user names for a trade's second posting
 BANK_ONLY = (("Account maintenance fee", -25.0), ("Interest credit", 4.17), ("Wire fee", -15.0))
-MONTH_ABBR = tuple(calendar.month_abbr[1:])  # "Jan 1 2004" in stocks.csv
 
 SOLVE = python_solution(
     "reconcile bank.csv against books.csv.",
@@ -158,14 +151,12 @@ class Entry:
 class Ledgers:
     bank: list[Entry]
     books: list[Entry]
-    split_columns: bool  # the statement has debit/credit columns (hard)
-    repeats: bool = False  # each statement posts a trade twice (hard)
 
 
 @dataclass(frozen=True)
 class Unmatched:
     id: str
-    source: str  # bank | books | mismatch | bank_error (a trade's second posting, hard)
+    source: str  # bank | books | mismatch | bank_error (a statement's repeated line)
     amount: float  # the entry's amount, or bank − books for a mismatch
     day: str
 
@@ -190,9 +181,12 @@ class LedgerReconciliation(TaskFamily):
             "the statement (hard) carries one trade a second time under its id",
             (r"\btwice\b", r"\bduplicat", r"more than once", r"double[- ]?post", r"\bsame id\b"),
         ),
+        *hard.TRAPS,
     )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
+        if params.difficulty == "hard":
+            return hard.draft(params)
         rng = params.rng("ledger")
         ledgers, period = _ledgers(params, rng)
         s0 = ledgers  # the workspace keeps these; `ledgers` moves on with each later turn
@@ -228,20 +222,22 @@ class LedgerReconciliation(TaskFamily):
         return FamilyDraft(
             slug=f"ledger-reconciliation-{period}-{params.seed}",
             title=f"Reconcile the fund's cash account, {period}",
-            instruction=_instruction(s0.split_columns, params.difficulty == "hard"),
+            instruction=_instruction(),
             workspace={
                 BANK: _bank_csv(s0),
                 BOOKS: _books_csv(s0),
                 "README.md": _readme(period).encode(),
             },
             solve_sh=fill_template(SOLVE, stale_from_turn=stale_from, cutoff=cutoff),
-            user=_user(params),
+            user=_user(),
             inputs=input_artifacts({BANK: "csv", BOOKS: "csv"}),
             outputs=output_artifacts({XLSX: "xlsx", JSON: "json"}, [BANK, BOOKS]),
             turns=turns,
         )
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+        if params.difficulty == "hard":
+            return hard.verifier(built)
         inputs = built.final_inputs()
         bank, books = inputs[BANK], inputs[BOOKS]
         unmatched, matched, net = reconcile(bank, books)
@@ -406,12 +402,7 @@ CUTOFF_RE = re.compile(r"dated (?:on or )?before (\d{4}-\d{2}-\d{2})")
 
 def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     months, symbol_count, bank_only, books_only, typos = SIZES[params.difficulty]
-    prices: dict[tuple[str, str], float] = {}
-    for row in read_csv_resource("data/stocks.csv"):
-        abbr, _day, year_text = row["date"].split()
-        prices[(row["symbol"], f"{year_text}-{MONTH_ABBR.index(abbr) + 1:02d}")] = float(
-            row["price"]
-        )
+    prices = monthly_prices()
     year = rng.randint(2001, 2009)
     first = rng.randint(1, 13 - months)
     symbols = sorted({s for s, _m in prices if (s, f"{year}-01") in prices})
@@ -421,25 +412,24 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     for month in range(first, first + months):
         for symbol in chosen:
             price = prices[(symbol, f"{year}-{month:02d}")]
-            for _trade in range(TRADES_PER_MONTH[params.difficulty]):
-                shares = rng.randint(10, 400)
-                side = rng.choice(["BUY", "SELL"])
-                amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
-                seq += rng.randint(1, 3)
-                trades.append(
-                    Entry(
-                        id=f"TX{seq:04d}",
-                        day=date(year, month, rng.randint(2, 26)),
-                        description=f"{side} {shares} {symbol} @ {price:.2f}",
-                        amount=round(amount, 2),
-                        account=f"Investments:{symbol}",
-                    )
+            shares = rng.randint(10, 400)
+            side = rng.choice(["BUY", "SELL"])
+            amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
+            seq += rng.randint(1, 3)
+            trades.append(
+                Entry(
+                    id=f"TX{seq:04d}",
+                    day=date(year, month, rng.randint(2, 26)),
+                    description=f"{side} {shares} {symbol} @ {price:.2f}",
+                    amount=round(amount, 2),
+                    account=f"Investments:{symbol}",
                 )
+            )
     trades.sort(key=lambda e: (e.day, e.id))
     # The last trades have not cleared yet: they are in the books only.
     cleared = trades[:-books_only]
     typo_ids = {e.id for e in rng.sample(cleared, k=typos)}
-    books = [replace(e, amount=_mistype(e.amount, rng)) if e.id in typo_ids else e for e in trades]
+    books = [replace(e, amount=mistype(e.amount, rng)) if e.id in typo_ids else e for e in trades]
     fees = []
     fee_days = rng.sample(range(first, first + months), k=bank_only)
     for n, (month, (text, amount)) in enumerate(zip(sorted(fee_days), BANK_ONLY, strict=False)):
@@ -451,34 +441,14 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
                 amount=amount,
             )
         )
-    # a trade the bank posts a second time, a few days after the first (hard)
-    clean = [e for e in cleared if e.id not in typo_ids]
-    repeats = [
-        replace(e, day=e.day + timedelta(days=rng.randint(1, 3)))
-        for e in rng.sample(clean, k=REPEATED[params.difficulty])
-    ]
-    bank = sorted([*cleared, *fees, *repeats], key=lambda e: (e.day, e.id))
+    bank = sorted([*cleared, *fees], key=lambda e: (e.day, e.id))
     period = f"{year}-{first:02d}-to-{year}-{first + months - 1:02d}"
-    hard = params.difficulty == "hard"
-    return Ledgers(bank, books, hard, repeats=bool(REPEATED[params.difficulty])), period
+    return Ledgers(bank, books), period
 
 
 def _cents(amount: float) -> float:
     """Half a cent, for rounding; none for amounts so small that it would be lax."""
     return 0.005 if abs(amount) >= 0.05 else 0.0
-
-
-def _mistype(amount: float, rng: random.Random) -> float:
-    """A keying error: two adjacent different digits of the whole part swapped (a swap in
-    the cents would make a difference too small to check with a cent's tolerance)."""
-    text = f"{abs(amount):.2f}"
-    whole = text.index(".")
-    digits = [i for i in range(whole - 1) if text[i] != text[i + 1]]
-    if not digits:  # e.g. 111.11: no swap changes it, so a slipped key instead
-        return round(amount + 90.0, 2)
-    i = rng.choice(digits)
-    typed = text[:i] + text[i + 1] + text[i] + text[i + 2 :]
-    return round(float(typed) * (1 if amount >= 0 else -1), 2)
 
 
 def _later_statement(ledgers: Ledgers, rng: random.Random) -> Ledgers:
@@ -491,9 +461,6 @@ def _later_statement(ledgers: Ledgers, rng: random.Random) -> Ledgers:
     posted = [
         replace(books_by_id[e.id], day=last + timedelta(days=rng.randint(1, 4))) for e in cleared
     ]
-    if ledgers.repeats:  # the bank does it again, to another trade: a rule, not an id
-        again = rng.choice(posted)
-        posted.append(replace(again, day=again.day + timedelta(days=2)))
     # a cleared trade posts at the amount actually traded; a mistyped book entry stays wrong
     fee = Entry(
         id=f"BK{max(int(e.id[2:]) for e in ledgers.bank + ledgers.books) + 7:04d}",
@@ -513,18 +480,6 @@ def _cutoff(result: tuple[list[Unmatched], int, float]) -> str:
 
 
 def _bank_csv(ledgers: Ledgers) -> bytes:
-    if ledgers.split_columns:
-        rows: list[dict[str, object]] = [
-            {
-                "id": e.id,
-                "date": e.day.isoformat(),
-                "description": e.description,
-                "debit": f"{-e.amount:,.2f}" if e.amount < 0 else "",
-                "credit": f"{e.amount:,.2f}" if e.amount >= 0 else "",
-            }
-            for e in ledgers.bank
-        ]
-        return write_csv(rows, ["id", "date", "description", "debit", "credit"])
     plain: list[dict[str, object]] = [
         {
             "id": e.id,
@@ -599,25 +554,13 @@ def reconcile(bank_csv: bytes, books_csv: bytes) -> tuple[list[Unmatched], int, 
     return unmatched, matched, round(bank_total - books_total, 2)
 
 
-def _user(params: FamilyParams) -> UserState:
+def _user() -> UserState:
     signals = [
         Signal(
             trigger="agent asks about the sign of amounts",
             reveals="money leaving the account is negative in both files",
         )
     ]
-    if REPEATED[params.difficulty]:
-        signals.append(
-            Signal(
-                # a question about it shares two of these words: "TX1234 appears twice on
-                # the statement, a duplicate posting?", "one id on two lines of bank.csv"
-                trigger="agent asks about a trade or transaction id posted twice: a double, "
-                "duplicate, duplicated or repeated posting, line, entry or entries",
-                reveals=f"only the first statement line of a trade counts; a later line for "
-                f"that trade is a bank error: list it in Unmatched with source `{BANK_ERROR}` "
-                "and its amount (it is not bank-only), and keep the trade itself matched",
-            )
-        )
     return UserState(
         persona="Fund accountant who closes the cash account at each period end.",
         role="accountant",
@@ -627,13 +570,8 @@ def _user(params: FamilyParams) -> UserState:
     )
 
 
-def _instruction(split_columns: bool, ask: bool = False) -> str:
-    amounts = (
-        "The statement has separate `debit` (money out) and `credit` (money in) columns "
-        "written with thousands separators; the books have one signed `amount`."
-        if split_columns
-        else "Both files have a signed `amount` (money leaving the account is negative)."
-    )
+def _instruction() -> str:
+    amounts = "Both files have a signed `amount` (money leaving the account is negative)."
     return f"""\
 Please reconcile our fund's cash account for the period close. The bank statement is
 `{BANK}` and our books are `{BOOKS}`; entries share an `id` when they are the same
@@ -652,12 +590,8 @@ Create:
    and `net_difference`: the sum of all statement amounts minus the sum of all book
    amounts, rounded to cents.
 
-Do not modify `{BANK}` or `{BOOKS}`.{_ASK if ask else ""}
+Do not modify `{BANK}` or `{BOOKS}`.
 """
-
-
-_ASK = """ The statement is the bank's record, not ours: if it holds lines these rules
-do not settle, ask me how to list them before you finish."""
 
 
 def _readme(period: str) -> str:
@@ -667,4 +601,4 @@ def _readme(period: str) -> str:
     )
 
 
-__all__ = ["LedgerReconciliation", "reconcile"]
+__all__ = ["BANK", "BOOKS", "JSON", "XLSX", "LedgerReconciliation", "reconcile"]
