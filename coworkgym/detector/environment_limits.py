@@ -80,14 +80,6 @@ def unreproduced(
     """Why a failed ``phase`` run may be this machine's fault, or None if it is the task's."""
     if pkg.is_cowork:
         return None  # our own packages declare no network and build no RUN-made inputs
-    read_only = _read_only_write(run)
-    if read_only is not None:
-        where = "verifier" if phase == "verifier" else "solution"
-        return (
-            f"the {where} writes outside the working directory ({read_only}: Read-only file "
-            "system); Harbor's container is writable everywhere, but here only the working "
-            "directory is"
-        )
     if needs_network(pkg, phase, run):
         where = "verifier" if phase == "verifier" else "solution"
         seen = _first_network_failure(run)
@@ -95,6 +87,16 @@ def unreproduced(
             return _unreachable(pkg, phase, run, where)
         return f"the {where} may use the network its task allows, and this sandbox has none" + (
             f" ({seen})" if seen else ""
+        )
+    # after the network: a verifier that apt-installs curl (writing /var/lib/apt) to fetch
+    # from astral.sh would still miss the host on a writable image
+    read_only = _read_only_write(run)
+    if read_only is not None:
+        where = "verifier" if phase == "verifier" else "solution"
+        return (
+            f"the {where} writes outside the working directory ({read_only}: Read-only file "
+            "system); Harbor's container is writable everywhere, but here only the working "
+            "directory is"
         )
     runs = [line for line in skipped if line.upper().startswith("RUN") or "--from=" in line]
     if runs:

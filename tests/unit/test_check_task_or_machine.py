@@ -99,3 +99,17 @@ def test_a_rejected_reference_says_what_the_verifier_printed() -> None:
     said = _verifier_said(outcome)
     assert said.endswith("No module named pytest") and len(said) <= 300
     assert _verifier_said(VerifyOutcome(valid=True, reward=0.0)) == ""
+
+
+def test_a_missing_host_outranks_the_read_only_image(tmp_path: Path) -> None:
+    fetching = (
+        "#!/bin/bash\napt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n"
+    )
+    pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
+    output = (
+        "E: Could not open lock file /var/lib/apt/lists/lock - open (30: Read-only file system)\n"
+        "curl: (6) Could not resolve host: astral.sh\n"
+    )
+    run = SandboxResult(exit_code=1, stdout="", stderr=output, duration_s=0.1, networked=True)
+    reason = unreproduced(pkg, "verifier", run, [])
+    assert reason is not None and "astral.sh" in reason and "Read-only" not in reason
