@@ -786,9 +786,11 @@ def user() -> UserState:
             Signal(
                 trigger="agent asks about a trade or transaction id posted twice: a double, "
                 "duplicate, duplicated or repeated posting, line, entry or entries",
-                reveals=f"only the first statement line of a trade counts; a later line for "
-                f"that trade is a bank error: list it in {UNMATCHED} with source "
-                f"`{BANK_ERROR}` and its own amount, and keep the trade itself matched",
+                # about the statement only: the books' correcting lines follow policy.md
+                reveals=f"on the statement only the first line of a trade counts; a later "
+                f"statement line for that trade is a bank error: list it in {UNMATCHED} with "
+                f"source `{BANK_ERROR}` and its own amount, and keep the trade itself matched "
+                "(our books' correcting entries follow policy.md)",
             ),
             Signal(
                 trigger="agent asks which dates, days or lines the period or the close covers",
