@@ -37,6 +37,11 @@ Why hard is hard — what a careful agent must do:
   shows it, and the policy (a bank-originated line is right as the statement shows it)
   makes it a ``book_error`` that needs a new adjusting entry. Every deliverable changes.
 
+A careful agent needs about ten tool calls in turn 1 (list the files, read the policy, look
+at both ledgers and the chart, script, run, find the repeated id, ask, rerun, check), five
+or six in turn 2 and five to seven in turn 3 (look at the new books, rerun, find the slip,
+check, finish).
+
 Each difficulty is stated in the instruction or ``policy.md``, or answered by the user when
 asked (the repeated posting); each trap is declared on the family (``TaskFamily.traps``)
 and checked by the verifier with exact values from the final inputs.
@@ -121,7 +126,8 @@ TRAPS = (
         "period_cutoff",
         "the statement and the books run past the period end (hard): later lines belong "
         "to the next period, and trades booked in the last days are outstanding",
-        (r"\bcut-?off\b", r"\b(after|past|beyond) the period end", r"\bnext period\b"),
+        # not "cut-off": the lower tiers' stale-entries turn is about a cut-off date
+        (r"\b(after|past|beyond) the period end", r"\bnot (in|part of) (the|this) period\b"),
     ),
     Trap(
         "bank_side_error",
