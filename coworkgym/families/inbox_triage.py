@@ -7,16 +7,16 @@ outage; the firm's own staff have answered some threads. The agent must thread t
 messages by their headers (not their subjects), classify each thread by the policy's
 precedence, set its priority from the customer's tier (``contacts.csv``), and draft a reply
 to exactly the threads still waiting for one — on the latest message, by the time it was
-sent. Harder variants shuffle the file order, send from several time zones (a wall-clock
-comparison picks the wrong latest message), change a subject mid-thread and close threads
-with a customer's "resolved". In the hard variant ``contacts.csv`` contradicts itself: a
-gold customer with a waiting thread has a second, older row with another tier and account
-manager (last in the file, so a reader keeping the last row takes the stale one); the rules
-do not settle it, the instruction says to ask, and the user says the row updated last is
-current.
+sent. The medium variant sends from several time zones (a wall-clock comparison picks the
+wrong latest message) and closes threads with a customer's "resolved".
 
 Later user turns either replace the mbox with a later export (a thread resolved, a new
 incident) or add a requirement: replies to gold customers copy their account manager.
+
+The ``hard`` tier is its own design (``inbox_triage_hard``, which says why it is hard): a
+large, messy inbox, response targets in business hours, a handover queue built on the
+triage, contradictions settled only by asking, and later exports that change what only
+re-reading shows.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from email.utils import format_datetime, parsedate_to_datetime
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CustomScript, VerifierSpec
+from . import inbox_triage_hard as hard_tier
 from .base import Trap
 from .common import (
     CHECK_PRELUDE,
+    NEVER,
     FamilyDraft,
     FamilyParams,
     Reading,
@@ -102,17 +104,13 @@ OPENERS = {
         ("Shared mailbox", "Please create a shared mailbox for our reception team."),
     ),
 }
-TRAPS = {  # hard: a request whose body mentions an invoice is billing by precedence
-    "billing": ("Access for the finance team", "Please give our finance team access to the "
-                "invoice archive in the portal."),
-}
 FOLLOW_UPS = (
     "Any news on this? It is still affecting us.",
     "Adding a screenshot from this morning, in case it helps.",
 )
 RESOLVED = "Never mind — it works again on our side. Resolved, thanks."
 STAFF_REPLY = "Thanks, we are on it and will update you shortly."
-SIZES = {"easy": 4, "medium": 6, "hard": 8}  # threads, the newsletter included
+SIZES = {"easy": 4, "medium": 6}  # threads, the newsletter included (hard: its own module)
 ZONES = (UTC, timezone(timedelta(hours=1)), timezone(timedelta(hours=-5)),
          timezone(timedelta(hours=-8)), timezone(timedelta(hours=5, minutes=30)))
 PRIORITY_FOR = {  # (category, tier) → priority of a thread that waits for a reply
@@ -393,9 +391,34 @@ class InboxTriage(TaskFamily):
             "contacts.csv (hard) lists one customer twice, the last row stale",
             (r"\btwice\b", r"\bduplicat", r"more than once", r"\bstale\b", r"last row"),
         ),
+        Trap(
+            "business_hours_conflict",
+            "the hard policy gives the service hours as 08:00-18:00 and, for the response "
+            "targets, as 09:00-17:00",
+            (r"09:00", r"17:00", r"\boutdated\b", r"\bconflict", r"\binconsisten",
+             r"two (different )?(sets of )?(business |service |opening )?hours"),
+        ),
+        Trap(
+            "quoted_resolved",
+            "a customer's latest message quotes our line saying the issue should be "
+            "resolved; a quoted line does not close the thread",
+            (r"\bquot(e|ed|es|ing)\b", r"lines? starting with >"),
+        ),
+        Trap(
+            "encoded_bodies",
+            "bodies in base64 and quoted-printable: a search of the raw file misses words",
+            (r"base ?64", r"quoted-printable", r"\bencod\w*", r"\bdecod\w*"),
+        ),
+        Trap(
+            "automatic_replies",
+            "out-of-office replies arrive after our answer and are not the latest message",
+            (r"auto(matic)?[- ]?(repl|submitted)", r"out[- ]of[- ](the )?office"),
+        ),
     )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
+        if params.difficulty == "hard":
+            return _hard_draft(params)
         rng = params.rng("inbox")
         inbox, now = _inbox(params, rng)
         turn_kinds, cc_from = plan_turns(rng, params, "input_replaced")
@@ -426,21 +449,21 @@ class InboxTriage(TaskFamily):
                         [DRAFTS],
                     )
                 )
-        hard = params.difficulty == "hard"
-        contacts = _contacts(_conflicting(inbox, later) if hard else None)
         return FamilyDraft(
             slug=f"inbox-triage-{params.difficulty}-{params.seed}",
             title="Triage the support inbox and draft the replies",
-            instruction=_instruction(ask=hard),
-            workspace={INBOX: inbox.mbox(), CONTACTS: contacts, POLICY: _policy().encode()},
+            instruction=_instruction(),
+            workspace={INBOX: inbox.mbox(), CONTACTS: _contacts(), POLICY: _policy().encode()},
             solve_sh=fill_template(SOLVE, cc_from_turn=cc_from),
-            user=_user(hard),
+            user=_user(),
             inputs=input_artifacts({INBOX: "other", CONTACTS: "csv", POLICY: "md"}),
             outputs=output_artifacts({TRIAGE: "json", DRAFTS: "other"}, [INBOX, CONTACTS]),
             turns=turns,
         )
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+        if params.difficulty == "hard":
+            return _hard_verifier(built, params)
         inputs = built.final_inputs()
         threads = triage(inputs[INBOX], inputs[CONTACTS])
         cc = requirement_added(built)
@@ -496,23 +519,133 @@ class InboxTriage(TaskFamily):
     def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
         """Which message is a thread's latest: the last sent (by Date, offsets included) or
         the last in the file — they differ on a shuffled export."""
-        by_time = triage(inputs[INBOX], inputs[CONTACTS])
-        by_file = triage(inputs[INBOX], inputs[CONTACTS], by_time=False)
-        found = []
-        for n, root in enumerate(sorted(by_time), start=1):
-            found.append(
-                Reading(
-                    component=f"thread_{n:02d}_reply_needed",
-                    subject="latest message",
-                    values={"by time": by_time[root].reply_needed,
-                            "by file order": by_file[root].reply_needed},
-                    phrases={
-                        "by time": r"latest message[^.]*\bby (its|the) `?Date",
-                        "by file order": r"latest message is the (one|message) last in the file",
-                    },
-                )
+        by_time, by_file = _replies_needed(inputs, by_time=True), _replies_needed(inputs)
+        return [
+            Reading(
+                component=f"thread_{n:02d}_reply_needed",
+                subject="latest message",
+                values={"by time": by_time[root], "by file order": by_file[root]},
+                phrases={
+                    "by time": r"latest message[^.]*\bby (its|the) `?Date",
+                    "by file order": r"latest message is the (one|message) last in the file",
+                },
             )
-        return found
+            for n, root in enumerate(sorted(by_time), start=1)
+        ]
+
+
+def _replies_needed(inputs: Mapping[str, bytes], *, by_time: bool = False) -> dict[str, bool]:
+    """Whether each thread waits, its latest message taken by time or by file order."""
+    if hard_tier.ROTA in inputs:  # the hard tier; the export time moves no reply_needed
+        moment = datetime(2026, 1, 1, tzinfo=UTC)
+        threads = hard_tier.hard_triage(
+            inputs[INBOX], inputs[CONTACTS], moment, moment.date(), by_time=by_time
+        )
+        return {root: t.reply_needed for root, t in threads.items()}
+    easier = triage(inputs[INBOX], inputs[CONTACTS], by_time=by_time)
+    return {root: t.reply_needed for root, t in easier.items()}
+
+
+# ---- the hard tier (its design: inbox_triage_hard) ---------------------------------------
+
+
+def _hard_draft(params: FamilyParams) -> FamilyDraft:
+    drafted = hard_tier.draft_hard(params)
+    outputs = {TRIAGE: "json", DRAFTS: "other"}
+    if drafted.queue_from != NEVER:
+        outputs[hard_tier.QUEUE] = "csv"
+    return FamilyDraft(
+        slug=f"inbox-triage-hard-{params.seed}",
+        title="Triage the support inbox, draft the replies and hand the queue over",
+        instruction=drafted.instruction,
+        workspace=drafted.workspace,
+        solve_sh=drafted.solve_sh,
+        user=drafted.user,
+        inputs=input_artifacts(
+            {INBOX: "other", CONTACTS: "csv", POLICY: "md", hard_tier.ROTA: "csv"}
+        ),
+        outputs=output_artifacts(outputs, [INBOX, CONTACTS, POLICY, hard_tier.ROTA]),  # type: ignore[arg-type]
+        turns=drafted.turns,
+    )
+
+
+def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+    """Every thread's fields (``due`` where it waits), every draft (with the Cc once asked
+    for) and every row of the handover queue (once asked for), from the final inputs."""
+    inputs = built.final_inputs()
+    export, closed = hard_tier.final_export(params)
+    threads = hard_tier.hard_triage(inputs[INBOX], inputs[CONTACTS], export, closed)
+    handover = requirement_added(built)
+    components: list[Component] = []
+    for n, root in enumerate(sorted(threads), start=1):
+        t = threads[root]
+        pointer = f"/threads/{root.replace('~', '~0').replace('/', '~1')}"
+        components += [
+            json_value(f"thread_{n:02d}_category", TRIAGE, f"{pointer}/category",
+                       t.category, f"{root}: category by the policy's precedence"),
+            json_value(f"thread_{n:02d}_priority", TRIAGE, f"{pointer}/priority",
+                       t.priority, f"{root}: priority from the tier, raised when chased"),
+            json_value(f"thread_{n:02d}_reply_needed", TRIAGE, f"{pointer}/reply_needed",
+                       t.reply_needed, f"{root}: waits for a reply"),
+            json_value(f"thread_{n:02d}_breached", TRIAGE, f"{pointer}/breached",
+                       t.breached, f"{root}: due before the export was taken"),
+        ]
+        if t.due is not None:  # a null expected value is no check the engine can run
+            components.append(
+                json_value(f"thread_{n:02d}_due", TRIAGE, f"{pointer}/due", t.due,
+                           f"{root}: due by the response targets in service hours")
+            )
+    components.append(
+        Component(
+            id="reply_drafts",
+            weight=max(3, len(threads) // 2),
+            check=CustomScript(script="check_replies.py"),
+            requirement="one reply draft per waiting thread, on its latest message",
+        )
+    )
+    private = {
+        EXPECTED: expectations({
+            t.last: {
+                "to": t.reply_to,
+                "subject": t.subject,
+                "references": list(t.references),
+                "cc": t.manager if handover and t.tier == "gold" else "",
+            }
+            for t in threads.values()
+            if t.reply_needed
+        }),
+        "check_replies.py": CHECK_REPLIES.encode(),
+    }
+    if handover:
+        components.append(
+            Component(
+                id="handover_queue",
+                weight=max(3, len(threads) // 2),
+                check=CustomScript(script="check_queue.py"),
+                requirement="the handover queue: waiting threads by due time, each assigned "
+                "by the rota",
+            )
+        )
+        rows = hard_tier.queue_rows(threads, inputs[hard_tier.ROTA], export)
+        private["expected_queue.json"] = hard_tier.expected_queue(rows)
+        private["check_queue.py"] = hard_tier.CHECK_QUEUE.encode()
+    spec = VerifierSpec(
+        components=components,
+        red_lines=[
+            inputs_unmodified(
+                "inbox_unmodified",
+                "the inbox export, the contacts, the policy and the rota must not change",
+                inputs,
+            )
+        ],
+        rubric=rubric(
+            "replies_sendable",
+            "Each reply draft is polite, addresses what the customer wrote and promises "
+            "nothing the policy does not allow.",
+            [DRAFTS],
+        ),
+    )
+    return verifier_output(spec, inputs, private)
 
 
 # ---- drafting -------------------------------------------------------------------------------
@@ -520,7 +653,6 @@ class InboxTriage(TaskFamily):
 
 def _inbox(params: FamilyParams, rng: random.Random) -> tuple[Inbox, datetime]:
     count = SIZES[params.difficulty]
-    hard = params.difficulty == "hard"
     now = datetime(2026, 3, rng.randint(9, 13), 12, 0, tzinfo=timezone(timedelta(hours=1)))
     customers = list(CUSTOMERS)
     rng.shuffle(customers)
@@ -541,9 +673,6 @@ def _inbox(params: FamilyParams, rng: random.Random) -> tuple[Inbox, datetime]:
         kind = kinds[n]
         pool = OPENERS[kind]
         subject, body = pool[rng.randrange(len(pool))]
-        if hard and kind == "billing" and "trap" not in opened:
-            subject, body = TRAPS["billing"]
-            opened.add("trap")
         while subject in opened:
             kind = rng.choice(sorted(OPENERS))
             subject, body = rng.choice(OPENERS[kind])
@@ -565,19 +694,14 @@ def _inbox(params: FamilyParams, rng: random.Random) -> tuple[Inbox, datetime]:
             # wall clock it may look earlier than our reply
             t = thread[-1].sent + timedelta(minutes=30)
             text = RESOLVED if shape == "resolved" else rng.choice(FOLLOW_UPS)
-            subject_change = hard and shape == "chased"
-            thread.append(_reply(thread, sender, t.astimezone(zone), text, mid(),
-                                 subject="Still not fixed" if subject_change else None))
+            thread.append(_reply(thread, sender, t.astimezone(zone), text, mid()))
         mails += thread
     mails.append(
         Mail(mid(), NEWSLETTER[0], now - timedelta(hours=30), NEWSLETTER[1],
              "This week: a regional outage, an error budget primer, and a down-to-earth "
              "guide to invoices for cloud services.", newsletter=True)
     )
-    inbox = Inbox(mails, shuffled=hard)
-    if hard:
-        rng.shuffle(inbox.mails)
-    return inbox, now
+    return Inbox(mails), now
 
 
 def _reply(
@@ -623,46 +747,15 @@ def _later_export(inbox: Inbox, now: datetime, rng: random.Random) -> tuple[Inbo
     return replace(inbox, mails=[*inbox.mails, *new]), later + timedelta(hours=1)
 
 
-def _contacts(conflicting: str | None = None) -> bytes:
-    """The customers; with ``conflicting`` (hard) every row has an ``updated`` date and that
-    domain a second, older row with the other tier and manager, last in the file."""
+def _contacts() -> bytes:
     rows: list[dict[str, object]] = [
         {"domain": d, "company": c, "tier": t, "account_manager": m}
         for d, c, t, m, _contact in CUSTOMERS
     ]
-    if conflicting is None:
-        return write_csv(rows, ["domain", "company", "tier", "account_manager"])
-    for n, row in enumerate(rows):
-        row["updated"] = f"2026-01-{10 + 3 * n:02d}"
-    held = next(r for r in rows if r["domain"] == conflicting)
-    managers = sorted({c[3] for c in CUSTOMERS})
-    stale = {
-        **held,
-        "tier": "standard" if held["tier"] == "gold" else "gold",
-        "account_manager": next(m for m in managers if m != held["account_manager"]),
-        "updated": "2025-06-30",
-    }
-    return write_csv([*rows, stale], ["domain", "company", "tier", "account_manager", "updated"])
+    return write_csv(rows, ["domain", "company", "tier", "account_manager"])
 
 
-def _conflicting(first: Inbox, final: Inbox) -> str:
-    """A gold customer's domain whose thread waits for a reply at the end (and from the
-    start, when one does): the stale row changes its priority and its drafts' Cc."""
-    waiting = []
-    for inbox in (first, final):
-        threads = triage(inbox.mbox(), _contacts())
-        waiting.append(
-            {
-                t.reply_to.split("@")[1]
-                for t in threads.values()
-                if t.reply_needed and t.tier == "gold"
-            }
-        )
-    both = sorted(waiting[0] & waiting[1]) or sorted(waiting[1])
-    return both[0]
-
-
-def _user(hard: bool) -> UserState:
+def _user() -> UserState:
     signals = [
         Signal(
             trigger="agent asks which time zone the messages use",
@@ -670,17 +763,6 @@ def _user(hard: bool) -> UserState:
             reveals="the office is on UTC+01:00",
         )
     ]
-    if hard:
-        signals.append(
-            Signal(
-                # "alderbank.example has two rows in contacts.csv with different tiers"
-                trigger="agent asks about a customer domain listed twice, in two rows with "
-                "different tiers (gold or standard): duplicate, conflicting or contradicting "
-                "rows or entries",
-                reveals="when a domain has more than one row in contacts.csv, the row with "
-                "the latest `updated` date is current; older rows are history",
-            )
-        )
     return UserState(
         persona="Support lead at a small IT services firm who reviews the drafts before "
         "they are sent.",
@@ -725,7 +807,7 @@ a domain not listed there is a standard customer.
 """
 
 
-def _instruction(ask: bool = False) -> str:
+def _instruction() -> str:
     return f"""\
 Please triage our support inbox. The export is `{INBOX}` (an mbox file), our customers and
 their tiers are in `{CONTACTS}`, and the rules are in `{POLICY}` — follow them exactly.
@@ -743,12 +825,8 @@ Create:
    latest message's `Message-ID`, and `References:` every message of the thread, oldest
    first. No drafts for other threads.
 
-Do not modify `{INBOX}`, `{CONTACTS}` or `{POLICY}`.{_ASK if ask else ""}
+Do not modify `{INBOX}`, `{CONTACTS}` or `{POLICY}`.
 """
-
-
-_ASK = """ If our files contradict each other in a way the policy does not settle, ask
-me which to trust before you decide."""
 
 
 CHECK_REPLIES = (

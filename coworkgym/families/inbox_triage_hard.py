@@ -1,0 +1,994 @@
+"""The ``hard`` tier of inbox_triage: a support inbox too large and too messy to read by eye,
+a policy whose rules chain into one another, and three turns that build on each other.
+
+What the agent gets: ``inbox.mbox`` (about 25 threads and 60 messages, shuffled, from
+customers in five time zones; bodies in plain text, quoted-printable, base64 and
+multipart/alternative with HTML; two messages exported twice; out-of-office replies; some
+customers set ``Reply-To``), ``contacts.csv`` (12 customers with an ``updated`` date),
+``triage_policy.md`` (threads, categories with a security class above incidents,
+waiting, priority with escalation of chased threads, service hours with a closed day,
+response targets counted in business hours, the reply address, the handover queue) and
+``rota.csv`` (who works the early and the late shift, and each day's lead).
+
+Why it is hard — what a careful agent must do, turn by turn:
+
+1. *First request* (``triage.json`` and ``drafts.mbox``). Read the policy end to end and
+   notice that it gives the business hours twice, 08:00–18:00 under "Service hours" and
+   09:00–17:00 under "Response targets"; read ``contacts.csv`` and notice a gold customer
+   listed a second time, in an older row with the other tier and manager, last in the file.
+   Neither is settled by the rules: ask the user (two questions; the answers are 08:00–18:00
+   and "the row updated last is current"). Parse the mbox with a mail library, not grep:
+   keywords hide in base64 bodies, quoted lines (``>``) carry a "resolved" that does not
+   close the thread, automatic replies must be dropped before the latest message, the
+   chasers and ``References`` are taken, and duplicates count once. Then a dependent chain
+   per thread: category by precedence → tier → priority → escalation when the customer wrote
+   twice since our last reply → when it started waiting → the due time in business hours
+   (weekend, the closed day, opening and closing times, office time) → breached at the
+   export's time → the draft's recipient (``Reply-To``), ``In-Reply-To`` and ``References``.
+   Write both files and check a few threads by hand.
+2. *The handover* (a changed requirement, working from turn 1's output). Write
+   ``queue.csv`` from the triage — the waiting threads ordered by due time, each assigned
+   by ``rota.csv`` to the shift in which it falls due (13:00 and 18:00 belong to the late
+   shift) or, when breached, to the lead of the export's day — and put gold customers'
+   account managers in ``Cc`` of their drafts. Re-read the policy's handover section and the
+   rota; update the drafts; check the queue against the triage.
+3. *Later exports* (input replaced). The user says only that the inbox and the contacts were
+   exported again, hours later. Re-reading shows what changed: a thread resolved (in a
+   base64 body), one chased again (escalated: a new priority and due time), one answered by
+   a colleague (its draft must go), an auto-reply, a new thread, later export time (more
+   threads breached, so other assignees), and a customer upgraded to gold by a new row
+   *last* in the file, its older row kept — the user's answer from turn 1 settles it, but a
+   reader keeping the first (or the last) row gets one of the two customers wrong. All
+   three deliverables must be redone consistently.
+
+Every rule is stated in the instruction or the policy, or answered by the user when asked;
+the verifier recomputes each value from the final inputs (``hard_triage``) and checks every
+thread's five fields, every draft and every queue row.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta, timezone
+from email.message import EmailMessage
+from email.utils import format_datetime, parsedate_to_datetime
+
+from ..package.assemble import UserTurn
+from ..package.cowork import Signal, UserState
+from .common import (
+    CHECK_PRELUDE,
+    NEVER,
+    FamilyParams,
+    after_reply,
+    input_turn,
+    parse_csv,
+    python_solution,
+    requirement_turn,
+    write_csv,
+)
+
+INBOX, CONTACTS, POLICY, ROTA = "inbox.mbox", "contacts.csv", "triage_policy.md", "rota.csv"
+TRIAGE, DRAFTS, QUEUE = "triage.json", "drafts.mbox", "queue.csv"
+US = "support@northwind-it.example"
+OFFICE = timezone(timedelta(hours=1))
+OPENING, CLOSING = 8, 18  # the service hours the user confirms
+OUTDATED_HOURS = "09:00 to 17:00"  # what the policy's targets section still says
+LATE_SHIFT_FROM = 13
+TARGET_HOURS = {"P1": 4, "P2": 8, "P3": 16}
+QUEUE_COLUMNS = ["thread", "company", "priority", "due", "assignee"]
+STAFF = ("Mara Quist", "Jon Bell", "Ada Brandt", "Luis Ortega")
+MANAGERS = (
+    "lena.vogt@northwind-it.example",
+    "omar.haddad@northwind-it.example",
+    "ada.brandt@northwind-it.example",
+)
+CUSTOMERS = (  # domain, company, tier, account manager, contact
+    ("alderbank.example", "Alder Bank", "gold", MANAGERS[0], "Priya Nair"),
+    ("brightlaw.example", "Bright & Co Law", "standard", MANAGERS[1], "Tom Reyes"),
+    ("cedarclinic.example", "Cedar Clinic", "gold", MANAGERS[1], "Ines Moreau"),
+    ("dunmore.example", "Dunmore Freight", "standard", MANAGERS[0], "Kwame Asante"),
+    ("elmgrove.example", "Elmgrove Schools", "gold", MANAGERS[0], "Sofia Rossi"),
+    ("fernway.example", "Fernway Hotels", "standard", MANAGERS[1], "Ravi Menon"),
+    ("galwayport.example", "Galway Port Authority", "standard", MANAGERS[2], "Niamh Walsh"),
+    ("harbourvets.example", "Harbour Vets", "gold", MANAGERS[1], "Jonas Berg"),
+    ("ironleaf.example", "Ironleaf Studio", "standard", MANAGERS[2], "Mei Lin"),
+    ("juniperdental.example", "Juniper Dental", "gold", MANAGERS[2], "Carlos Ruiz"),
+    ("kestrel.example", "Kestrel Logistics", "standard", MANAGERS[1], "Fatima Zahra"),
+    ("lumenarch.example", "Lumen Architects", "standard", MANAGERS[0], "Erik Olsen"),
+)
+ZONES = (OFFICE, UTC, timezone(timedelta(hours=-5)), timezone(timedelta(hours=-8)),
+         timezone(timedelta(hours=5, minutes=30)))
+# Openers by category; the *_trap ones carry a lower category's keyword too, so only the
+# policy's precedence classifies them.
+OPENERS = {
+    "security": (
+        ("Suspicious login alerts", "Three staff accounts show sign-ins from abroad "
+         "overnight; we think a password was compromised."),
+    ),
+    "security_trap": (
+        ("Phishing mail about an unpaid invoice", "Several of us received a phishing mail "
+         "asking us to pay an invoice into a new bank account. Two people clicked the link."),
+        ("Possible data breach", "A contractor's laptop with client files was stolen; the "
+         "portal shows an error when we try to revoke his access."),
+    ),
+    "incident": (
+        ("Portal unavailable", "Since 8:00 the customer portal shows an error page for all "
+         "of our staff. Could you look into it?"),
+        ("VPN drops every few minutes", "Our VPN connection has been down repeatedly this "
+         "morning; remote staff cannot work."),
+        ("Backups failing", "Last night's backup job stopped with an error on the file "
+         "server."),
+    ),
+    "incident_trap": (
+        ("Invoice portal down", "The invoice portal is down since this morning; nobody can "
+         "upload the invoices due today."),
+    ),
+    "billing": (
+        ("Question about last month", "The invoice for February lists two licences we "
+         "cancelled in January. Can you check?"),
+        ("Refund for the cancelled course", "We cancelled the March training course in "
+         "time; please confirm the refund."),
+    ),
+    "billing_trap": (
+        ("Access for the finance team", "Please give our finance team access to the "
+         "invoice archive in the portal."),
+    ),
+    "request": (
+        ("New starters on Monday", "Please set up accounts for two new starters joining on "
+         "Monday, with the standard laptop image."),
+        ("Printer on the second floor", "Could you add the new second-floor printer to "
+         "everyone's machines this week?"),
+        ("Shared mailbox", "Please create a shared mailbox for our reception team."),
+        ("Guest Wi-Fi password", "Please change the guest Wi-Fi password before the open "
+         "day next week."),
+    ),
+}
+# every special opener once, the rest drawn: 22 customer threads in all
+OPENER_KINDS = ("security", "security_trap", "incident_trap", "billing_trap", "incident",
+                "billing", "request")
+THREADS = 22
+# every special shape once: a quoted "resolved", an auto-reply, escalations, a resolution
+SHAPES = ("quoted", "auto", "chased_twice", "nudged", "resolved", "chased", "answered",
+          "alone", "alone")
+FOLLOW_UPS = (
+    "Any news on this? It is still affecting us.",
+    "Adding a screenshot from this morning, in case it helps.",
+    "Could someone call me about this today?",
+)
+SECOND_CHASE = "This is now urgent for us; please reply today."
+RESOLVED = "Never mind, it works again on our side. Resolved, thanks."
+STAFF_REPLY = "Thanks, we are on it and will update you shortly."
+STAFF_FIX = "We have restarted the service; this should be resolved now."
+NOT_FIXED = "Unfortunately not, it still fails for everyone."
+OUT_OF_OFFICE = "I am out of the office until Monday and will read your message then."
+NEWSLETTERS = (
+    ("Cloud Weekly <news@cloudweekly.example>", "Cloud Weekly: the outage that wasn't",
+     "This week: a regional outage, an error budget primer, and a down-to-earth guide to "
+     "invoices for cloud services."),
+    ("SecureNow Digest <digest@securenow.example>", "SecureNow: phishing season again",
+     "Phishing kits now copy invoice mails; how to spot a breach before it spreads."),
+    ("Vendor Billing <billing@vendorhub.example>", "Your vendor portal statement",
+     "Your payment is due; download the invoice from the portal."),
+)
+CLOSED_REASON = "team training day"
+
+
+@dataclass(frozen=True)
+class Mail:
+    id: str
+    sender: str  # "Name <addr>"
+    sent: datetime  # aware
+    subject: str
+    body: str
+    in_reply_to: str = ""
+    references: tuple[str, ...] = ()
+    newsletter: bool = False
+    reply_to: str = ""
+    auto: bool = False
+    encoding: str = "7bit"  # of the text/plain part
+    html: bool = False  # also an HTML alternative
+
+
+@dataclass(frozen=True)
+class Clock:
+    """When the exports were taken (office time) and the office's closed day."""
+
+    first: datetime
+    later: datetime
+    closed: date
+
+
+@dataclass(frozen=True)
+class Thread:
+    root: str
+    category: str
+    priority: str
+    reply_needed: bool
+    due: str | None  # UTC, ISO with Z
+    breached: bool
+    last: str
+    reply_to: str
+    references: tuple[str, ...]
+    subject: str
+    tier: str
+    manager: str
+    company: str
+    domain: str
+
+
+# ---- the mbox ---------------------------------------------------------------------------
+
+
+def mbox(mails: Sequence[Mail]) -> bytes:
+    return b"".join(_entry(m) for m in mails)
+
+
+def _entry(mail: Mail) -> bytes:
+    message = EmailMessage(policy=email.policy.SMTP)
+    message["From"] = mail.sender
+    message["To"] = US if not mail.newsletter else "it-team@northwind-it.example"
+    message["Subject"] = mail.subject
+    message["Date"] = format_datetime(mail.sent)
+    message["Message-ID"] = mail.id
+    if mail.reply_to:
+        message["Reply-To"] = mail.reply_to
+    if mail.in_reply_to:
+        message["In-Reply-To"] = mail.in_reply_to
+        message["References"] = " ".join(mail.references)
+    if mail.newsletter:
+        message["List-Unsubscribe"] = "<mailto:leave@list.example>"
+    if mail.auto:
+        message["Auto-Submitted"] = "auto-replied"
+    message.set_content(mail.body, cte=mail.encoding)
+    if mail.html:
+        paragraphs = "".join(f"<p>{p}</p>" for p in mail.body.split("\n") if p)
+        message.add_alternative(f"<html><body>{paragraphs}</body></html>", subtype="html")
+        # the library draws a random boundary; a fixed one keeps the export the same per seed
+        message.set_boundary("=_part_" + "".join(c for c in mail.id if c.isalnum()))
+    address = email.utils.parseaddr(mail.sender)[1]
+    envelope = mail.sent.astimezone(UTC).strftime("%a %b %d %H:%M:%S %Y")
+    text = message.as_bytes().replace(b"\r\n", b"\n")
+    text = b"\n".join(b">" + line if line.startswith(b"From ") else line
+                      for line in text.split(b"\n"))
+    return f"From {address} {envelope}\n".encode() + text.rstrip(b"\n") + b"\n\n"
+
+
+def _parse_mbox(data: bytes) -> list[email.message.Message]:
+    from .inbox_triage import parse_mbox  # the easier tiers' reader; one mbox format
+
+    return parse_mbox(data)
+
+
+# ---- the policy, as the verifier applies it ---------------------------------------------
+
+
+def plain_text(message: email.message.Message) -> str:
+    """The decoded text/plain part."""
+    for part in message.walk():
+        if part.get_content_type() == "text/plain":
+            payload = part.get_payload(decode=True)
+            if isinstance(payload, bytes):
+                return payload.decode(part.get_content_charset() or "utf-8", "replace")
+    return ""
+
+
+def _words(text: str) -> set[str]:
+    return set("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+def _category(first: email.message.Message) -> str:
+    if first.get("List-Unsubscribe"):
+        return "newsletter"
+    words = _words(f"{first['Subject']} {plain_text(first)}")
+    for category, keywords in (
+        ("security", {"phishing", "breach", "compromised"}),
+        ("incident", {"error", "down", "outage"}),
+        ("billing", {"invoice", "payment", "refund"}),
+    ):
+        if words & keywords:
+            return category
+    return "request"
+
+
+def _automatic(message: email.message.Message) -> bool:
+    return str(message.get("Auto-Submitted", "no")).strip().lower() != "no"
+
+
+def _address(value: object) -> str:
+    return email.utils.parseaddr(str(value))[1].lower()
+
+
+def current_accounts(contacts: bytes) -> dict[str, dict[str, str]]:
+    """Each domain's row updated last (the user's answer when asked)."""
+    accounts: dict[str, dict[str, str]] = {}
+    for row in parse_csv(contacts):
+        held = accounts.get(row["domain"])
+        if held is None or row["updated"] >= held["updated"]:
+            accounts[row["domain"]] = row
+    return accounts
+
+
+def business_due(start: datetime, hours: int, closed: date) -> datetime:
+    """``hours`` business hours after ``start``: Monday to Friday, OPENING to CLOSING office
+    time, never on the closed day; a due time on closing time stays on that day."""
+    moment = start.astimezone(OFFICE)
+    remaining = timedelta(hours=hours)
+    while True:
+        opens = moment.replace(hour=OPENING, minute=0, second=0, microsecond=0)
+        closes = moment.replace(hour=CLOSING, minute=0, second=0, microsecond=0)
+        if moment.weekday() >= 5 or moment.date() == closed or moment >= closes:
+            moment = opens + timedelta(days=1)
+            continue
+        moment = max(moment, opens)
+        if remaining <= closes - moment:
+            return moment + remaining
+        remaining -= closes - moment
+        moment = opens + timedelta(days=1)
+
+
+def utc_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def hard_triage(
+    inbox: bytes, contacts: bytes, export: datetime, closed: date, *, by_time: bool = True
+) -> dict[str, Thread]:
+    """Threads by root Message-ID, triaged by the hard policy; ``by_time=False`` takes a
+    thread's latest message to be its last in the file (a reading the instruction rules
+    out)."""
+    accounts = current_accounts(contacts)
+    messages: dict[str, tuple[int, email.message.Message]] = {}
+    for position, message in enumerate(_parse_mbox(inbox)):
+        messages.setdefault(str(message["Message-ID"]).strip(), (position, message))
+    threads: dict[str, list[tuple[int, email.message.Message]]] = {}
+    for mid, (position, message) in messages.items():
+        refs = str(message.get("References", "") or message.get("In-Reply-To", "")).split()
+        root = refs[0] if refs and refs[0] in messages else mid
+        if not _automatic(message):
+            threads.setdefault(root, []).append((position, message))
+    out = {}
+    for root, items in threads.items():
+        items.sort(key=lambda pm: parsedate_to_datetime(str(pm[1]["Date"])))
+        first = items[0][1]
+        last = (items[-1] if by_time else max(items, key=lambda pm: pm[0]))[1]
+        category = _category(first)
+        domain = _address(first["From"]).split("@")[1]
+        account = accounts.get(domain, {})
+        tier = account.get("tier", "standard")
+        ours = [n for n, (_p, m) in enumerate(items) if _address(m["From"]) == US]
+        since = items[ours[-1] + 1 :] if ours else items
+        quoted = "\n".join(
+            line for line in plain_text(last).splitlines() if not line.lstrip().startswith(">")
+        )
+        needed = (
+            category != "newsletter"
+            and _address(last["From"]) != US
+            and "resolved" not in _words(quoted)
+        )
+        priority, due, breached = "none", None, False
+        if needed:
+            priority = _priority(category, tier, chased=len(since) >= 2)
+            waiting = parsedate_to_datetime(str(since[0][1]["Date"]))
+            moment = business_due(waiting, TARGET_HOURS[priority], closed)
+            due, breached = utc_text(moment), moment < export
+        subject = str(first["Subject"])
+        out[root] = Thread(
+            root=root,
+            category=category,
+            priority=priority,
+            reply_needed=needed,
+            due=due,
+            breached=breached,
+            last=str(last["Message-ID"]).strip(),
+            reply_to=_address(last.get("Reply-To") or last["From"]),
+            references=tuple(str(m["Message-ID"]).strip() for _p, m in items),
+            subject=subject if subject.lower().startswith("re:") else f"Re: {subject}",
+            tier=tier,
+            manager=account.get("account_manager", ""),
+            company=account.get("company", ""),
+            domain=domain,
+        )
+    return out
+
+
+def _priority(category: str, tier: str, *, chased: bool) -> str:
+    if category == "security" or (category, tier) == ("incident", "gold"):
+        base = 1
+    elif category == "incident" or tier == "gold":
+        base = 2
+    else:
+        base = 3
+    return f"P{max(1, base - 1) if chased else base}"
+
+
+def queue_rows(
+    threads: Mapping[str, Thread], rota: bytes, export: datetime
+) -> list[list[str]]:
+    """The handover queue: waiting threads by due time (then name), each with its assignee."""
+    days = {row["date"]: row for row in parse_csv(rota)}
+    lead = days[export.astimezone(OFFICE).date().isoformat()]["lead"]
+    rows = []
+    for t in threads.values():
+        if not t.reply_needed or t.due is None:
+            continue
+        if t.breached:
+            assignee = lead
+        else:
+            due = datetime.fromisoformat(t.due.replace("Z", "+00:00")).astimezone(OFFICE)
+            shift = "late" if due.hour >= LATE_SHIFT_FROM else "early"
+            assignee = days[due.date().isoformat()][shift]
+        rows.append([t.root, t.company, t.priority, t.due, assignee])
+    return sorted(rows, key=lambda r: (r[3], r[0]))
+
+
+# ---- drafting ---------------------------------------------------------------------------
+
+
+def clock(params: FamilyParams) -> Clock:
+    rng = params.rng("hard-clock")
+    first = datetime(2026, 3, rng.randint(10, 13), 12, 0, tzinfo=OFFICE)  # Tuesday to Friday
+    # the next working day is closed: dues that run past today skip it
+    closed = first.date() + timedelta(days=3 if first.weekday() == 4 else 1)
+    return Clock(first, first + timedelta(hours=3), closed)
+
+
+class _Ids:
+    def __init__(self, rng: random.Random, start: int) -> None:
+        self.rng, self.serial = rng, start
+
+    def __call__(self) -> str:
+        self.serial += self.rng.randint(1, 9)
+        return f"<{self.serial}.{self.rng.randint(100, 999)}@mail.example>"
+
+
+def _reply(thread: Sequence[Mail], sender: str, sent: datetime, body: str, new_id: str,
+           *, subject: str = "", reply_to: str = "", style: tuple[str, bool] = ("7bit", False),
+           auto: bool = False) -> Mail:
+    first = thread[0]
+    return Mail(
+        new_id, sender, sent, subject or f"Re: {first.subject}", f"Hello,\n\n{body}\n",
+        in_reply_to=thread[-1].id, references=tuple(m.id for m in thread),
+        reply_to=reply_to, auto=auto, encoding=style[0], html=style[1],
+    )
+
+
+def _style(rng: random.Random) -> tuple[str, bool]:
+    """How a customer's mail client writes a message: the body's encoding, an HTML part."""
+    return rng.choice(("7bit", "quoted-printable", "base64")), rng.random() < 0.4
+
+
+def first_inbox(params: FamilyParams, when: Clock) -> list[Mail]:
+    rng = params.rng("hard-inbox")
+    ids = _Ids(rng, rng.randint(1000, 8000))
+    customers = list(CUSTOMERS)
+    rng.shuffle(customers)
+    zone_of = {c[0]: ZONES[rng.randrange(len(ZONES))] for c in customers}
+    replies_to = {c[0]: f"helpdesk@{c[0]}" for c in customers[:3]}  # their client sets one
+    kinds = list(OPENER_KINDS) + [rng.choice(("incident", "billing", "request", "request"))
+                                  for _ in range(THREADS - len(OPENER_KINDS))]
+    shapes = list(SHAPES) + [rng.choice(("alone", "answered", "chased", "nudged", "resolved"))
+                             for _ in range(THREADS - len(SHAPES))]
+    rng.shuffle(kinds)
+    rng.shuffle(shapes)
+    mails: list[Mail] = []
+    for n in range(THREADS):
+        domain, _company, _tier, _manager, contact = customers[n % len(customers)]
+        zone, reply_to = zone_of[domain], replies_to.get(domain, "")
+        subject, text = rng.choice(OPENERS[kinds[n]])
+        sender = f"{contact} <{contact.split()[0].lower()}@{domain}>"
+        start = when.first - timedelta(hours=rng.randint(1, 36),
+                                       minutes=rng.choice((0, 7, 23, 41)))
+        encoding, html = _style(rng)
+        thread = [Mail(ids(), sender, start.astimezone(zone), subject,
+                       f"Hello,\n\n{text}\n\n{contact}", reply_to=reply_to,
+                       encoding=encoding, html=html)]
+        shape = shapes[n]
+
+        def after(low: int, high: int, to: timezone = zone, chain: list[Mail] = thread) -> datetime:
+            """Some minutes after the thread's latest message, in the zone ``to``."""
+            return (chain[-1].sent + timedelta(minutes=rng.randint(low, high))).astimezone(to)
+
+        if shape in ("answered", "chased", "chased_twice", "resolved", "quoted", "auto"):
+            staff = f"{rng.choice(STAFF[:2])} <{US}>"
+            body = STAFF_FIX if shape == "quoted" else STAFF_REPLY
+            thread.append(_reply(thread, staff, after(60, 240, OFFICE), body, ids()))
+        if shape in ("chased", "chased_twice", "nudged"):
+            changed = "Still not fixed" if rng.random() < 0.5 else ""
+            thread.append(_reply(thread, sender, after(60, 180), rng.choice(FOLLOW_UPS), ids(),
+                                 subject=changed, reply_to=reply_to, style=_style(rng)))
+        if shape == "chased_twice":
+            thread.append(_reply(thread, sender, after(60, 180), SECOND_CHASE, ids(),
+                                 reply_to=reply_to, style=_style(rng)))
+        if shape == "resolved":
+            thread.append(_reply(thread, sender, after(20, 120), RESOLVED, ids(),
+                                 reply_to=reply_to, style=("base64", False)))
+        if shape == "quoted":
+            body = f"{NOT_FIXED}\n\n{contact}\n\n> {STAFF_FIX}"
+            thread.append(_reply(thread, sender, after(20, 120), body, ids(),
+                                 reply_to=reply_to, style=("quoted-printable", False)))
+        if shape == "auto":
+            thread.append(_reply(thread, sender, after(1, 30), OUT_OF_OFFICE, ids(),
+                                 subject=f"Automatic reply: {subject}", auto=True))
+        overshoot = thread[-1].sent - (when.first - timedelta(minutes=20))
+        if overshoot > timedelta(0):  # everything sent before the export
+            thread = [replace(m, sent=m.sent - overshoot - timedelta(hours=1)) for m in thread]
+        mails += thread
+    for n, (sender, subject, text) in enumerate(NEWSLETTERS):
+        sent = when.first - timedelta(hours=10 + 17 * n)
+        mails.append(Mail(ids(), sender, sent, subject, text, newsletter=True, html=True))
+    exported = mails + [rng.choice(mails[:-3]) for _ in range(2)]  # two exported twice
+    rng.shuffle(exported)
+    return exported
+
+
+def later_inbox(
+    mails: Sequence[Mail], when: Clock, contacts: bytes, upgraded: str, params: FamilyParams
+) -> list[Mail]:
+    """The afternoon's export: a waiting thread resolved (base64), one chased again, one
+    answered by a colleague, an auto-reply on an answered thread, a new incident."""
+    rng = params.rng("hard-later")
+    ids = _Ids(rng, rng.randint(90000, 99000))
+    threads = hard_triage(mbox(mails), contacts, when.first, when.closed)
+    by_id = {m.id: m for m in mails}
+    spare = sorted(r for r, t in threads.items() if t.reply_needed and t.domain != upgraded)
+    rng.shuffle(spare)
+    single = [r for r in spare if len(threads[r].references) == 1]
+    chased = single[0] if single else spare[0]
+    resolved, answered = [r for r in spare if r != chased][:2]
+    new: list[Mail] = []
+    stamp = when.first + timedelta(hours=1)
+    for root, kind in ((resolved, "resolved"), (chased, "chased"), (answered, "answered")):
+        chain = [by_id[i] for i in threads[root].references]
+        customer = chain[0]
+        stamp += timedelta(minutes=rng.randint(20, 50))
+        if kind == "answered":
+            new.append(_reply(chain, f"{STAFF[2]} <{US}>", stamp, STAFF_REPLY, ids()))
+            continue
+        text = RESOLVED if kind == "resolved" else SECOND_CHASE
+        style = ("base64", False) if kind == "resolved" else ("7bit", False)
+        new.append(_reply(chain, customer.sender, stamp.astimezone(customer.sent.tzinfo), text,
+                          ids(), reply_to=customer.reply_to, style=style))
+    quiet = sorted(r for r, t in threads.items() if not t.reply_needed and
+                   t.category != "newsletter" and t.last != r)
+    if quiet:
+        chain = [by_id[i] for i in threads[rng.choice(quiet)].references]
+        new.append(_reply(chain, chain[0].sender, stamp + timedelta(minutes=5), OUT_OF_OFFICE,
+                          ids(), subject=f"Automatic reply: {chain[0].subject}", auto=True))
+    domain, _c, _t, _m, contact = next(c for c in CUSTOMERS if c[2] == "standard"
+                                       and c[0] != upgraded)
+    subject, text = OPENERS["incident"][rng.randrange(len(OPENERS["incident"]))]
+    new.append(Mail(ids(), f"{contact} <{contact.split()[0].lower()}@{domain}>",
+                    when.later - timedelta(minutes=35), f"URGENT: {subject}",
+                    f"Hello,\n\n{text}\n\n{contact}", encoding="base64"))
+    exported = [*mails, *new]
+    rng.shuffle(exported)
+    return exported
+
+
+def _contact_rows() -> list[dict[str, object]]:
+    return [
+        {"domain": d, "company": c, "tier": t, "account_manager": m,
+         "updated": f"2026-01-{5 + 2 * n:02d}"}
+        for n, (d, c, t, m, _contact) in enumerate(CUSTOMERS)
+    ]
+
+
+CONTACT_COLUMNS = ["domain", "company", "tier", "account_manager", "updated"]
+
+
+def contacts_csv(conflicting: str, upgraded: str | None = None) -> bytes:
+    """The customers; ``conflicting`` a second time in an older row with the other tier and
+    manager, last in the file; ``upgraded`` (the later export) a second time too: a newer
+    gold row with a new manager, after everything."""
+    rows = _contact_rows()
+    held = next(r for r in rows if r["domain"] == conflicting)
+    stale = {**held, "tier": "standard" if held["tier"] == "gold" else "gold",
+             "account_manager": next(m for m in MANAGERS if m != held["account_manager"]),
+             "updated": "2025-06-30"}
+    rows.append(stale)
+    if upgraded is not None:
+        old = next(r for r in rows if r["domain"] == upgraded)
+        rows.append({**old, "tier": "gold", "updated": "2026-03-02",
+                     "account_manager": next(m for m in MANAGERS
+                                             if m != old["account_manager"])})
+    return write_csv(rows, CONTACT_COLUMNS)
+
+
+def rota_csv(when: Clock, params: FamilyParams) -> bytes:
+    rng = params.rng("hard-rota")
+    rows: list[dict[str, object]] = []
+    day = when.first.date() - timedelta(days=14)
+    while day <= when.first.date() + timedelta(days=14):
+        if day.weekday() < 5 and day != when.closed:
+            early, late, lead = rng.sample(STAFF, 3)
+            rows.append({"date": day.isoformat(), "early": early, "late": late, "lead": lead})
+        day += timedelta(days=1)
+    return write_csv(rows, ["date", "early", "late", "lead"])
+
+
+def _pick(threads: Mapping[str, Thread], tier: str, avoid: str = "") -> str:
+    """A domain of ``tier`` with a waiting thread (the first such, sorted)."""
+    domains = sorted({t.domain for t in threads.values()
+                      if t.reply_needed and t.tier == tier and t.domain != avoid})
+    return domains[0] if domains else next(c[0] for c in CUSTOMERS if c[2] == tier
+                                           and c[0] != avoid)
+
+
+@dataclass(frozen=True)
+class HardDraft:
+    workspace: dict[str, bytes]
+    turns: list[UserTurn]
+    instruction: str
+    solve_sh: str
+    user: UserState
+    queue_from: int  # the turn from which the queue and the Cc are asked for
+
+
+def draft_hard(params: FamilyParams) -> HardDraft:
+    when = clock(params)
+    mails = first_inbox(params, when)
+    plain = write_csv(_contact_rows(), CONTACT_COLUMNS)
+    first = hard_triage(mbox(mails), plain, when.first, when.closed)
+    kinds = ["requirement_changed", "input_replaced"][: params.turns - 1]
+    queue_from = 1 + kinds.index("requirement_changed") if "requirement_changed" in kinds else NEVER
+    export_from = 1 + kinds.index("input_replaced") if "input_replaced" in kinds else NEVER
+    upgraded = _pick(first, "standard")
+    later = later_inbox(mails, when, plain, upgraded, params)
+    final = hard_triage(mbox(later), plain, when.later, when.closed) if export_from != NEVER \
+        else first
+    # a gold customer that waits at the start and at the end: its stale row moves a
+    # priority, a due time and the Cc of a draft in every turn
+    waiting_gold = {t.domain for t in first.values() if t.reply_needed and t.tier == "gold"}
+    both = {r: t for r, t in final.items() if t.domain in waiting_gold}
+    conflicting = _pick(both if any(t.reply_needed for t in both.values()) else final, "gold")
+    contacts = contacts_csv(conflicting)
+    turns: list[UserTurn] = []
+    for index, kind in enumerate(kinds, start=1):
+        if kind == "requirement_changed":
+            turns.append(requirement_turn(index, _HANDOVER, [QUEUE, DRAFTS]))
+        else:
+            turns.append(input_turn(
+                index, after_reply(index),
+                f"It is {when.later:%H:%M} now and I have put this afternoon's exports in "
+                f"place: `{INBOX}` from our mail server and `{CONTACTS}` from the CRM, both "
+                f"taken at {when.later:%H:%M} office time. Please bring "
+                + ("everything you produced" if queue_from < index else f"`{TRIAGE}` and "
+                   f"`{DRAFTS}`")
+                + " up to date against them.",
+                {INBOX: mbox(later), CONTACTS: contacts_csv(conflicting, upgraded)},
+                reason="the afternoon's exports of the inbox and the CRM",
+                invalidates=[TRIAGE, DRAFTS, QUEUE],
+            ))
+    workspace = {INBOX: mbox(mails), CONTACTS: contacts, POLICY: policy(when).encode(),
+                 ROTA: rota_csv(when, params)}
+    solve = SOLVE.replace("__FIRST_EXPORT__", when.first.isoformat())
+    solve = solve.replace("__LATER_EXPORT__", when.later.isoformat())
+    solve = solve.replace("__CLOSED__", when.closed.isoformat())
+    solve = solve.replace("__QUEUE_FROM_TURN__", str(queue_from))
+    solve = solve.replace("__EXPORT_FROM_TURN__", str(export_from))
+    return HardDraft(workspace, turns, instruction(when, queue=queue_from != NEVER), solve,
+                     user(), queue_from)
+
+
+def final_export(params: FamilyParams) -> tuple[datetime, date]:
+    """The export time the final inputs were taken at, and the closed day."""
+    when = clock(params)
+    return (when.later if params.turns >= 3 else when.first), when.closed
+
+
+# ---- texts --------------------------------------------------------------------------------
+
+
+_HANDOVER = (
+    "Thanks. Two things for the shift handover. First, please write `queue.csv` from your "
+    "triage, as the policy's \"Handover queue\" section describes, with `rota.csv`. Second, "
+    "the account managers want to see what we tell their gold customers: from now on every "
+    "reply draft to a thread whose customer is gold must have that customer's account "
+    f"manager (from `{CONTACTS}`) in `Cc`; other drafts have no Cc. Please update the drafts."
+)
+
+
+def policy(when: Clock) -> str:
+    return f"""\
+# Support inbox triage policy
+
+## Threads
+Messages belong to one thread when they are linked by `In-Reply-To` / `References`
+headers, whatever their subjects say. A thread is named by the `Message-ID` of its first
+message (the one the others refer back to). A message that appears twice counts once.
+Automatic replies (messages with an `Auto-Submitted` header whose value is not `no`) are
+ignored entirely: they count as no message of the thread for any rule below, and a reply
+does not reference them. A message's text is its `text/plain` part, decoded.
+
+## Category (from the thread's first message: its subject and text)
+Apply the first rule that matches (whole words, any case):
+1. `newsletter`: the message has a `List-Unsubscribe` header;
+2. `security`: it contains "phishing", "breach" or "compromised";
+3. `incident`: it contains "error", "down" or "outage";
+4. `billing`: it contains "invoice", "payment" or "refund";
+5. `request`: anything else.
+
+## Waiting for a reply
+A thread waits for a reply unless it is a newsletter, its latest message was sent by us
+({US}), or the text of its latest message contains the word "resolved" outside quoted
+lines (lines starting with `>` quote an earlier message and do not count).
+
+## Priority
+Only threads waiting for a reply have one; the others have priority `none`.
+- `P1`: a security thread (any customer), or an incident from a gold customer;
+- `P2`: an incident from a standard customer, or a billing or request thread from a gold
+  customer;
+- `P3`: every other waiting thread.
+A customer's tier comes from `contacts.csv` by the domain of the first message's sender;
+a domain not listed there is a standard customer.
+
+A customer who has written two messages or more since our latest message in the thread
+(since its start, if we have not written) has chased us: the thread's priority goes up one
+level (`P3` to `P2`, `P2` to `P1`; `P1` stays).
+
+## Service hours
+We answer Monday to Friday, 08:00 to 18:00 office time (UTC+01:00). The office is closed on
+{when.closed.isoformat()} ({CLOSED_REASON}); a closed day has no service hours.
+
+## Response targets
+A waiting thread started waiting at the first customer message since our latest message in
+the thread (its first message, if we have not written). It is due a reply this many
+business hours later, counted Monday to Friday, {OUTDATED_HOURS} office time:
+- `P1`: {TARGET_HOURS["P1"]} hours; `P2`: {TARGET_HOURS["P2"]} hours; `P3`: \
+{TARGET_HOURS["P3"]} hours.
+Counting starts when the thread started waiting, or at the next opening time if that was
+outside business hours; a due time that falls on closing time stays on that day. A thread is
+breached when its due time is before the time the export was taken.
+
+## Replies
+Address a reply to the `Reply-To` address of the thread's latest message when it has one,
+otherwise to its sender.
+
+## Handover queue
+`queue.csv` has the columns `thread,company,priority,due,assignee`, one row per thread
+waiting for a reply, ordered by `due` (earliest first), then by `thread`. `thread` is the
+thread's name, `company` comes from `contacts.csv`, `priority` and `due` are those of the
+triage. `assignee`: a breached thread goes to the `lead` in `rota.csv` on the day the export
+was taken; any other thread to the person in `rota.csv` on the shift in which it falls due:
+`early` from 08:00 until 13:00, `late` from 13:00 to 18:00 (both included), office time.
+"""
+
+
+def instruction(when: Clock, *, queue: bool) -> str:
+    later = (
+        f"\n`{ROTA}` is our shift rota: it is for the handover queue, `{QUEUE}`, which I will "
+        "ask for later; do not write it yet.\n" if queue else "\n"
+    )
+    return f"""\
+Please triage our support inbox. The export is `{INBOX}` (an mbox file, taken at
+{when.first:%Y-%m-%d %H:%M} office time, UTC+01:00), our customers and their tiers are in
+`{CONTACTS}`, and the rules are in `{POLICY}` — follow them exactly. A thread's latest
+message is the one sent last by its `Date` header (time zones included), not the one last in
+the file.
+
+Create:
+1. `{TRIAGE}`: {{"threads": {{"<Message-ID of the thread's first message>": {{"category":
+   …, "priority": "P1"|"P2"|"P3"|"none", "reply_needed": true|false, "due":
+   "YYYY-MM-DDTHH:MM:SSZ" or null, "breached": true|false}}, …}}}}, one entry per thread,
+   the key written exactly as the `Message-ID` header (angle brackets included); `due` is
+   the time a reply is due by the policy's response targets, in UTC, null for a thread that
+   waits for nothing (whose `breached` is false).
+2. `{DRAFTS}`: our drafts folder, an mbox file holding one reply draft per thread waiting
+   for a reply: `From: {US}`, `To:` the address the policy says to reply to, `Subject:`
+   "Re: " and the first message's subject (no second "Re:"), `In-Reply-To:` the latest
+   message's `Message-ID`, and `References:` every message of the thread, oldest first. No
+   drafts for other threads.
+{later}
+Do not modify `{INBOX}`, `{CONTACTS}`, `{POLICY}` or `{ROTA}`. If our files contradict each
+other in a way the policy does not settle, ask me which to trust before you decide.
+"""
+
+
+def user() -> UserState:
+    return UserState(
+        persona="Support lead at a small IT services firm who reviews the drafts and the "
+        "handover queue before the shift changes.",
+        role="manager",
+        latent_goals=[
+            "No customer waiting for an answer may be missed, nobody gets a reply twice, and "
+            "the next shift knows exactly who owes which reply by when."
+        ],
+        knowledge_boundary=["does not know how the mail client threads messages"],
+        signal_plan=[
+            Signal(
+                trigger="agent asks which time zone the messages use",
+                reveals="the office is on UTC+01:00",
+            ),
+            Signal(
+                # "alderbank.example has two rows in contacts.csv with different tiers"
+                trigger="agent asks about a customer domain listed twice, in two rows with "
+                "different tiers (gold or standard): duplicate, conflicting or contradicting "
+                "rows or entries",
+                reveals="when a domain has more than one row in contacts.csv, the row with "
+                "the latest `updated` date is current; older rows are history",
+            ),
+            Signal(
+                # "the policy gives 08:00-18:00 as service hours but 09:00-17:00 for targets"
+                trigger="agent asks which business or service hours count for the response "
+                "targets: 08:00 to 18:00 or 09:00 to 17:00, opening and closing times",
+                reveals="we answer from 08:00 to 18:00 on weekdays since January; the "
+                "response targets count those hours",
+            ),
+        ],
+    )
+
+
+# ---- the reference solution ---------------------------------------------------------------
+
+SOLVE = python_solution(
+    "thread the mbox, triage each thread by the policy (service hours 08:00-18:00, the "
+    "contact row updated last: the user's answers), draft the replies, write the handover "
+    "queue.",
+    r"""import csv, json, mailbox, os, re
+from datetime import date, datetime, timedelta, timezone
+from email.message import EmailMessage
+from email.utils import getaddresses, parsedate_to_datetime
+
+turn = int(os.environ.get("COWORK_TURN", "0"))
+QUEUE_FROM, EXPORT_FROM = int("__QUEUE_FROM_TURN__"), int("__EXPORT_FROM_TURN__")
+export = datetime.fromisoformat(
+    "__LATER_EXPORT__" if turn >= EXPORT_FROM else "__FIRST_EXPORT__")
+closed = date.fromisoformat("__CLOSED__")
+office = timezone(timedelta(hours=1))
+US = "support@northwind-it.example"
+
+contacts = {}
+for r in csv.DictReader(open("contacts.csv", newline="")):
+    if r["domain"] not in contacts or r["updated"] >= contacts[r["domain"]]["updated"]:
+        contacts[r["domain"]] = r
+rota = {r["date"]: r for r in csv.DictReader(open("rota.csv", newline=""))}
+
+def addr(value):
+    found = getaddresses([value or ""])
+    return found[0][1].lower() if found else ""
+
+def text(m):
+    for part in m.walk():
+        if part.get_content_type() == "text/plain":
+            return part.get_payload(decode=True).decode(part.get_content_charset() or "utf-8")
+    return ""
+
+messages = {}
+for m in mailbox.mbox("inbox.mbox"):
+    messages.setdefault(m["Message-ID"].strip(), m)
+def root(mid):
+    refs = (messages[mid]["References"] or messages[mid]["In-Reply-To"] or "").split()
+    return refs[0] if refs and refs[0] in messages else mid
+threads = {}
+for mid, m in messages.items():
+    if (m["Auto-Submitted"] or "no").strip().lower() == "no":
+        threads.setdefault(root(mid), []).append(m)
+
+def due_after(start, hours):
+    t, left = start.astimezone(office), timedelta(hours=hours)
+    while True:
+        opens = t.replace(hour=8, minute=0, second=0)
+        closes = t.replace(hour=18, minute=0, second=0)
+        if t.weekday() > 4 or t.date() == closed or t >= closes:
+            t = opens + timedelta(days=1)
+            continue
+        t = max(t, opens)
+        if left <= closes - t:
+            return t + left
+        left -= closes - t
+        t = opens + timedelta(days=1)
+
+KEYWORDS = [("security", "phishing|breach|compromised"), ("incident", "error|down|outage"),
+            ("billing", "invoice|payment|refund")]
+result, queue = {}, []
+if os.path.exists("drafts.mbox"):
+    os.remove("drafts.mbox")
+drafts = mailbox.mbox("drafts.mbox")
+for rid, msgs in sorted(threads.items()):
+    msgs.sort(key=lambda m: parsedate_to_datetime(m["Date"]))
+    first, last = msgs[0], msgs[-1]
+    words = (first["Subject"] + " " + text(first)).lower()
+    category = "request"
+    if first["List-Unsubscribe"]:
+        category = "newsletter"
+    else:
+        for name, pattern in KEYWORDS:
+            if re.search(r"\b(" + pattern + r")\b", words):
+                category = name
+                break
+    contact = contacts.get(addr(first["From"]).split("@")[1], {})
+    gold = contact.get("tier") == "gold"
+    unquoted = "\n".join(l for l in text(last).splitlines() if not l.lstrip().startswith(">"))
+    needs = (category != "newsletter" and addr(last["From"]) != US
+             and not re.search(r"\bresolved\b", unquoted.lower()))
+    entry = {"category": category, "priority": "none", "reply_needed": needs, "due": None,
+             "breached": False}
+    if needs:
+        ours = [n for n, m in enumerate(msgs) if addr(m["From"]) == US]
+        since = msgs[ours[-1] + 1:] if ours else msgs
+        level = 1 if category == "security" or (category == "incident" and gold) else (
+            2 if category == "incident" or gold else 3)
+        if len(since) >= 2:
+            level = max(1, level - 1)
+        due = due_after(parsedate_to_datetime(since[0]["Date"]), {1: 4, 2: 8, 3: 16}[level])
+        entry.update(priority=f"P{level}", breached=due < export,
+                     due=due.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        local = due.astimezone(office)
+        day = rota[export.astimezone(office).date().isoformat()]
+        who = day["lead"] if entry["breached"] else rota[local.date().isoformat()][
+            "late" if local.hour >= 13 else "early"]
+        queue.append([rid, contact.get("company", ""), entry["priority"], entry["due"], who])
+        reply = EmailMessage()
+        reply["From"] = US
+        reply["To"] = addr(last["Reply-To"] or last["From"])
+        if turn >= QUEUE_FROM and gold:
+            reply["Cc"] = contact["account_manager"]
+        subject = first["Subject"]
+        reply["Subject"] = subject if subject.lower().startswith("re:") else "Re: " + subject
+        reply["In-Reply-To"] = last["Message-ID"]
+        reply["References"] = " ".join(m["Message-ID"].strip() for m in msgs)
+        reply.set_content("Hello,\n\nThank you for your message; we are looking into it.\n")
+        drafts.add(reply)
+    result[rid] = entry
+drafts.flush()
+json.dump({"threads": result}, open("triage.json", "w"), indent=2)
+if turn >= QUEUE_FROM:
+    with open("queue.csv", "w", newline="") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(["thread", "company", "priority", "due", "assignee"])
+        out.writerows(sorted(queue, key=lambda r: (r[3], r[0])))
+""",
+)
+
+
+CHECK_QUEUE = (
+    CHECK_PRELUDE
+    + r'''
+import csv
+
+expected = json.loads((Path(__file__).parent / "expected_queue.json").read_text())
+path = ws / "queue.csv"
+if not path.is_file():
+    report(0.0, "queue.csv is missing")
+columns = ["thread", "company", "priority", "due", "assignee"]
+try:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if [c.strip() for c in reader.fieldnames or []] != columns:
+            report(0.0, f"queue.csv columns are {reader.fieldnames}, not {columns}")
+        rows = [[(r.get(c) or "").strip() for c in columns] for r in reader]
+except Exception as exc:  # a malformed table scores 0, it does not crash the verifier
+    report(0.0, f"queue.csv does not parse: {exc!r}")
+good = sum(1 for got, want in zip(rows, expected) if got == want)
+total = max(len(rows), len(expected))
+wrong = [f"row {n}: {got} (want {want})" for n, (got, want) in
+         enumerate(zip(rows, expected), start=1) if got != want]
+if len(rows) != len(expected):
+    wrong.append(f"{len(rows)} rows, want {len(expected)}")
+score = good / total if total else 1.0
+report(score, "; ".join(wrong[:4]) or f"all {good} rows right, in order")
+'''
+)
+
+
+def expected_queue(rows: Sequence[Sequence[str]]) -> bytes:
+    return (json.dumps([list(r) for r in rows], indent=2) + "\n").encode()
+
+
+__all__ = [
+    "CHECK_QUEUE",
+    "QUEUE",
+    "ROTA",
+    "HardDraft",
+    "Thread",
+    "business_due",
+    "draft_hard",
+    "final_export",
+    "hard_triage",
+    "queue_rows",
+]

@@ -1,0 +1,208 @@
+"""The hard tier of inbox_triage: each difficulty it is built on is present in every draft,
+decides a checked value (the misreading gives another), and is fair — stated in the
+instruction or the policy, or answered by the user when asked, never given away."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from coworkgym.families import inbox_triage_hard as hard
+from coworkgym.families.base import FamilyParams, parse_csv
+from coworkgym.families.inbox_triage import DRAFTS, TRIAGE, InboxTriage
+from coworkgym.rollout.user import matches
+from tests.unit.test_families_meeting_notes import built_of, reward, run_reference
+
+FAMILY = InboxTriage()
+SEEDS = range(4)
+
+
+def _draft(seed: int, turns: int = 3) -> hard.HardDraft:
+    return hard.draft_hard(FamilyParams(seed=seed, difficulty="hard", turns=turns))
+
+
+def _triage(files: dict[str, bytes], export_at: str, seed: int) -> dict[str, hard.Thread]:
+    when = hard.clock(FamilyParams(seed=seed, difficulty="hard"))
+    export = when.first if export_at == "first" else when.later
+    return hard.hard_triage(files[hard.INBOX], files[hard.CONTACTS], export, when.closed)
+
+
+def _final_files(seed: int) -> dict[str, bytes]:
+    drafted = _draft(seed)
+    return {**drafted.workspace, **drafted.turns[1].files}
+
+
+def _answer(drafted: hard.HardDraft, question: str) -> str:
+    [answer] = [s.reveals for s in drafted.user.signal_plan if matches(question, s.trigger)]
+    return answer
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_drafts_are_deterministic_fast_and_too_large_to_eyeball(seed: int) -> None:
+    started = time.perf_counter()
+    a = FAMILY.draft(FamilyParams(seed=seed, difficulty="hard", turns=3))
+    assert time.perf_counter() - started < 2.0
+    b = FAMILY.draft(FamilyParams(seed=seed, difficulty="hard", turns=3))
+    assert a.workspace == b.workspace and a.instruction == b.instruction
+    assert [t.files for t in a.turns] == [t.files for t in b.turns]
+    threads = _triage(a.workspace, "first", seed)
+    assert len(threads) >= 25 and len(hard._parse_mbox(a.workspace[hard.INBOX])) >= 50
+    assert set(a.workspace) == {hard.INBOX, hard.CONTACTS, hard.POLICY, hard.ROTA}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_mail_must_be_decoded_and_read_by_the_policy(seed: int) -> None:
+    """A resolution hides in a base64 body; a quoted "resolved" keeps a thread waiting; an
+    out-of-office reply is no latest message; a message exported twice counts once; a
+    chased thread goes up a priority; the reply goes to Reply-To."""
+    files = _draft(seed).workspace
+    raw = files[hard.INBOX]
+    messages = hard._parse_mbox(raw)
+    threads = _triage(files, "first", seed)
+    assert b"Resolved, thanks" not in raw  # encoded: a search of the raw file misses it
+    assert any(not t.reply_needed and "Resolved" in hard.plain_text(m)
+               for t in threads.values() for m in messages
+               if str(m["Message-ID"]).strip() == t.last)  # fmt: skip
+    quoted = [t for t in threads.values() if t.reply_needed and any(
+        "resolved" in hard.plain_text(m) for m in messages
+        if str(m["Message-ID"]).strip() == t.last)]
+    assert quoted  # waits although its latest message says "resolved" (in a quote)
+    automatic = [m for m in messages if m.get("Auto-Submitted")]
+    assert automatic
+    for m in automatic:
+        root = str(m["References"]).split()[0]
+        assert str(m["Message-ID"]).strip() not in threads[root].references
+        assert not threads[root].reply_needed  # the auto-reply came after our answer
+    ids = [str(m["Message-ID"]).strip() for m in messages]
+    assert len(ids) - len(set(ids)) == 2
+    chased = [t for t in threads.values() if t.reply_needed and t.priority != hard._priority(
+        t.category, t.tier, chased=False)]
+    assert chased
+    assert any(t.reply_needed and t.reply_to.startswith("helpdesk@") for t in threads.values())
+    assert {t.category for t in threads.values()} == {
+        "newsletter", "security", "incident", "billing", "request"}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_business_hours_conflict_moves_due_times_and_asking_settles_it(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drafted = _draft(seed)
+    text = drafted.workspace[hard.POLICY].decode()
+    assert "08:00 to 18:00" in text and hard.OUTDATED_HOURS in text
+    assert "ask me which to trust" in drafted.instruction
+    right = _triage(_final_files(seed), "later", seed)
+    monkeypatch.setattr(hard, "OPENING", 9)
+    monkeypatch.setattr(hard, "CLOSING", 17)
+    misread = _triage(_final_files(seed), "later", seed)
+    assert [t.due for t in right.values()] != [t.due for t in misread.values()]
+    answer = _answer(drafted, "The policy says 08:00 to 18:00 under service hours but "
+                              "09:00 to 17:00 for the response targets: which hours count?")
+    assert "08:00 to 18:00" in answer
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_each_contacts_export_lists_a_customer_twice_and_no_row_position_reads_both(
+    seed: int,
+) -> None:
+    """Turn 1: a gold customer's older row is last; the afternoon's export adds an upgrade as
+    a newer row after everything. Keeping the first row misreads the upgrade, keeping the
+    last row misreads the first conflict; the row updated last (the user's answer) is right."""
+    drafted = _draft(seed)
+    final = _final_files(seed)
+    rows = parse_csv(final[hard.CONTACTS])
+    domains = [r["domain"] for r in rows]
+    twice = sorted(d for d in set(domains) if domains.count(d) == 2)
+    assert len(twice) == 2
+    right = _triage(final, "later", seed)
+    for keep in ("first", "last"):
+        kept: dict[str, dict[str, str]] = {}
+        for row in rows:
+            if keep == "last" or row["domain"] not in kept:
+                kept[row["domain"]] = row
+        table = io.StringIO()
+        writer = csv.DictWriter(table, hard.CONTACT_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(kept.values())
+        misread = _triage({**final, hard.CONTACTS: table.getvalue().encode()}, "later", seed)
+        assert misread != right, keep
+    assert any(t.reply_needed and t.tier == "gold" and t.domain in twice for t in right.values())
+    answer = _answer(drafted, f"{twice[0]} is in contacts.csv twice, in two rows with "
+                              "different tiers: which one?")
+    assert "latest `updated`" in answer
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_later_exports_change_threads_that_got_no_new_mail(seed: int) -> None:
+    """Only re-reading shows it: threads without a new message become breached (the later
+    export time), the upgraded customer's priorities move; one thread is answered by a
+    colleague and one resolved, so their drafts must go; one more thread waits."""
+    drafted = _draft(seed)
+    first = _triage(drafted.workspace, "first", seed)
+    final = _triage(_final_files(seed), "later", seed)
+    untouched = [r for r in first if first[r].references == final[r].references]
+    assert any(first[r].breached != final[r].breached for r in untouched)
+    assert any(first[r].priority != final[r].priority for r in untouched)
+    stopped = [r for r in first if first[r].reply_needed and not final[r].reply_needed]
+    assert len(stopped) >= 2 and len(final) == len(first) + 1
+    message = drafted.turns[1].patch.message
+    assert "resolved" not in message.lower() and "gold" not in message.lower()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_queue_is_built_on_the_triage_with_the_rota(seed: int) -> None:
+    drafted = _draft(seed)
+    when = hard.clock(FamilyParams(seed=seed, difficulty="hard"))
+    threads = _triage(drafted.workspace, "first", seed)
+    rows = hard.queue_rows(threads, drafted.workspace[hard.ROTA], when.first)
+    waiting = sorted(r for r, t in threads.items() if t.reply_needed)
+    assert sorted(r[0] for r in rows) == waiting
+    assert [r[3] for r in rows] == sorted(r[3] for r in rows)
+    lead = {r["date"]: r["lead"] for r in parse_csv(drafted.workspace[hard.ROTA])}[
+        when.first.date().isoformat()]
+    on_shift = [r for r in rows if not threads[r[0]].breached]
+    assert on_shift and any(r[4] != lead for r in on_shift)
+    assert all(r[4] == lead for r in rows if threads[r[0]].breached)
+    assert when.closed.isoformat() not in drafted.workspace[hard.ROTA].decode()
+
+
+def test_the_user_gives_no_trap_away() -> None:
+    for seed in SEEDS:
+        draft = FAMILY.draft(FamilyParams(seed=seed, difficulty="hard", turns=3))
+        spoken = [s.reveals for s in draft.user.signal_plan]
+        spoken += [t.patch.message for t in draft.turns]
+        assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
+        assert len(draft.user.signal_plan) == 3
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> None:
+    params = FamilyParams(seed=seed, difficulty="hard", turns=3)
+    built = built_of(FAMILY, params)
+    workspace = run_reference(built, tmp_path / "ref")
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") == 1.0
+    good = {p: (workspace / p).read_bytes() for p in (TRIAGE, DRAFTS, hard.QUEUE)}
+
+    def slip(path: str, content: bytes) -> float:
+        (workspace / path).write_bytes(content)
+        score = reward(FAMILY, built, params, workspace, tmp_path / "ref")
+        (workspace / path).write_bytes(good[path])
+        return score
+
+    triage = json.loads(good[TRIAGE])
+    waiting = sorted(r for r, e in triage["threads"].items() if e["reply_needed"])
+    one_due = json.loads(good[TRIAGE])
+    one_due["threads"][waiting[0]]["due"] = "2026-03-20T09:00:00Z"
+    assert slip(TRIAGE, json.dumps(one_due).encode()) <= 0.5
+    queue = good[hard.QUEUE].decode().splitlines()
+    swapped = [queue[0], *queue[1:][::-1]]
+    assert slip(hard.QUEUE, "\n".join(swapped).encode() + b"\n") <= 0.5
+    no_cc = b"\n".join(line for line in good[DRAFTS].split(b"\n") if not line.startswith(b"Cc:"))
+    assert slip(DRAFTS, no_cc) <= 0.5
+    stale = run_reference(built, tmp_path / "stale", upto=1)  # the afternoon's export ignored
+    assert reward(FAMILY, built, params, stale, tmp_path / "stale") <= 0.5
