@@ -1,7 +1,7 @@
 """The ``hard`` tier of inbox_triage: a support inbox too large and too messy to read by eye,
 a policy whose rules chain into one another, and three turns that build on each other.
 
-What the agent gets: ``inbox.mbox`` (about 25 threads and 60 messages, shuffled, from
+What the agent gets: ``inbox.mbox`` (25 threads and about 55 messages, shuffled, from
 customers in five time zones; bodies in plain text, quoted-printable, base64 and
 multipart/alternative with HTML; two messages exported twice; out-of-office replies; some
 customers set ``Reply-To``), ``contacts.csv`` (12 customers with an ``updated`` date),
@@ -40,6 +40,13 @@ Why it is hard — what a careful agent must do, turn by turn:
    *last* in the file, its older row kept — the user's answer from turn 1 settles it, but a
    reader keeping the first (or the last) row gets one of the two customers wrong. All
    three deliverables must be redone consistently.
+
+The fewest tool calls a careful agent needs, as estimated by reading a package as the agent
+sees it: turn 1 about 10 (list, read the policy, the contacts and the rota, inspect the mbox
+with a parser, ask twice, write the script, run it, spot-check, finish), turn 2 about 6
+(re-read the handover section and the rota, extend the script, run, check the queue against
+the triage, finish), turn 3 about 5 (compare the new exports with the old, rerun, check,
+finish): over 20 in all, 7 a turn on average.
 
 Every rule is stated in the instruction or the policy, or answered by the user when asked;
 the verifier recomputes each value from the final inputs (``hard_triage``) and checks every
@@ -353,9 +360,11 @@ def hard_triage(
             threads.setdefault(root, []).append((position, message))
     out = {}
     for root, items in threads.items():
-        items.sort(key=lambda pm: parsedate_to_datetime(str(pm[1]["Date"])))
-        first = items[0][1]
-        last = (items[-1] if by_time else max(items, key=lambda pm: pm[0]))[1]
+        if by_time:
+            items.sort(key=lambda pm: parsedate_to_datetime(str(pm[1]["Date"])))
+        else:  # the reading the instruction rules out: the thread in file order
+            items.sort(key=lambda pm: pm[0])
+        first, last = items[0][1], items[-1][1]
         category = _category(first)
         domain = _address(first["From"]).split("@")[1]
         account = accounts.get(domain, {})
@@ -611,12 +620,10 @@ def rota_csv(when: Clock, params: FamilyParams) -> bytes:
     return write_csv(rows, ["date", "early", "late", "lead"])
 
 
-def _pick(threads: Mapping[str, Thread], tier: str, avoid: str = "") -> str:
-    """A domain of ``tier`` with a waiting thread (the first such, sorted)."""
-    domains = sorted({t.domain for t in threads.values()
-                      if t.reply_needed and t.tier == tier and t.domain != avoid})
-    return domains[0] if domains else next(c[0] for c in CUSTOMERS if c[2] == tier
-                                           and c[0] != avoid)
+def _pick(threads: Mapping[str, Thread], tier: str, rng: random.Random) -> str:
+    """A domain of ``tier`` with a waiting thread, drawn by ``rng``."""
+    domains = sorted({t.domain for t in threads.values() if t.reply_needed and t.tier == tier})
+    return rng.choice(domains or sorted(c[0] for c in CUSTOMERS if c[2] == tier))
 
 
 @dataclass(frozen=True)
@@ -637,7 +644,8 @@ def draft_hard(params: FamilyParams) -> HardDraft:
     kinds = ["requirement_changed", "input_replaced"][: params.turns - 1]
     queue_from = 1 + kinds.index("requirement_changed") if "requirement_changed" in kinds else NEVER
     export_from = 1 + kinds.index("input_replaced") if "input_replaced" in kinds else NEVER
-    upgraded = _pick(first, "standard")
+    picks = params.rng("hard-picks")
+    upgraded = _pick(first, "standard", picks)
     later = later_inbox(mails, when, plain, upgraded, params)
     final = hard_triage(mbox(later), plain, when.later, when.closed) if export_from != NEVER \
         else first
@@ -645,7 +653,8 @@ def draft_hard(params: FamilyParams) -> HardDraft:
     # priority, a due time and the Cc of a draft in every turn
     waiting_gold = {t.domain for t in first.values() if t.reply_needed and t.tier == "gold"}
     both = {r: t for r, t in final.items() if t.domain in waiting_gold}
-    conflicting = _pick(both if any(t.reply_needed for t in both.values()) else final, "gold")
+    conflicting = _pick(both if any(t.reply_needed for t in both.values()) else final, "gold",
+                        picks)
     contacts = contacts_csv(conflicting)
     turns: list[UserTurn] = []
     for index, kind in enumerate(kinds, start=1):
@@ -761,31 +770,32 @@ was taken; any other thread to the person in `rota.csv` on the shift in which it
 
 def instruction(when: Clock, *, queue: bool) -> str:
     later = (
-        f"\n`{ROTA}` is our shift rota: it is for the handover queue, `{QUEUE}`, which I will "
-        "ask for later; do not write it yet.\n" if queue else "\n"
+        f"\n`{ROTA}` is our shift rota: it is for the handover queue, `{QUEUE}`, which I\n"
+        "will ask for later; do not write it yet.\n" if queue else "\n"
     )
     return f"""\
 Please triage our support inbox. The export is `{INBOX}` (an mbox file, taken at
-{when.first:%Y-%m-%d %H:%M} office time, UTC+01:00), our customers and their tiers are in
-`{CONTACTS}`, and the rules are in `{POLICY}` — follow them exactly. A thread's latest
-message is the one sent last by its `Date` header (time zones included), not the one last in
-the file.
+{when.first:%Y-%m-%d %H:%M} office time, UTC+01:00), our customers and their tiers are
+in `{CONTACTS}`, and the rules are in `{POLICY}`: follow them exactly. A thread's
+latest message is the one sent last by its `Date` header (time zones included), not the
+one last in the file.
 
 Create:
 1. `{TRIAGE}`: {{"threads": {{"<Message-ID of the thread's first message>": {{"category":
    …, "priority": "P1"|"P2"|"P3"|"none", "reply_needed": true|false, "due":
    "YYYY-MM-DDTHH:MM:SSZ" or null, "breached": true|false}}, …}}}}, one entry per thread,
    the key written exactly as the `Message-ID` header (angle brackets included); `due` is
-   the time a reply is due by the policy's response targets, in UTC, null for a thread that
-   waits for nothing (whose `breached` is false).
+   the time a reply is due by the policy's response targets, in UTC, null for a thread
+   that waits for nothing (whose `breached` is false).
 2. `{DRAFTS}`: our drafts folder, an mbox file holding one reply draft per thread waiting
-   for a reply: `From: {US}`, `To:` the address the policy says to reply to, `Subject:`
-   "Re: " and the first message's subject (no second "Re:"), `In-Reply-To:` the latest
-   message's `Message-ID`, and `References:` every message of the thread, oldest first. No
-   drafts for other threads.
+   for a reply: `From: {US}`, `To:` the address the policy says to
+   reply to, `Subject:` "Re: " and the first message's subject (no second "Re:"),
+   `In-Reply-To:` the latest message's `Message-ID`, and `References:` every message of
+   the thread, oldest first. No drafts for other threads.
 {later}
-Do not modify `{INBOX}`, `{CONTACTS}`, `{POLICY}` or `{ROTA}`. If our files contradict each
-other in a way the policy does not settle, ask me which to trust before you decide.
+Do not modify `{INBOX}`, `{CONTACTS}`, `{POLICY}` or `{ROTA}`. If our files
+contradict each other in a way the policy does not settle, ask me which to trust before
+you decide.
 """
 
 
