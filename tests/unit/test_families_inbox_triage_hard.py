@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -206,3 +207,15 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
     assert slip(DRAFTS, no_cc) <= 0.5
     stale = run_reference(built, tmp_path / "stale", upto=1)  # the afternoon's export ignored
     assert reward(FAMILY, built, params, stale, tmp_path / "stale") <= 0.5
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_file_order_misleads_and_the_instruction_rules_it_out(seed: int) -> None:
+    """The readings the Issue Detector recomputes: taking each thread in file order changes
+    whether some thread waits; the instruction's sentence settles it by the Date header."""
+    drafted = _draft(seed)
+    readings = FAMILY.readings(_final_files(seed), [t.patch for t in drafted.turns])
+    assert len(readings) == len(_triage(_final_files(seed), "later", seed))
+    assert any(r.values["by time"] != r.values["by file order"] for r in readings)
+    sentence = " ".join(drafted.instruction.split())
+    assert re.search(readings[0].phrases["by time"], sentence, re.IGNORECASE)
