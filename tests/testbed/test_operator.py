@@ -45,6 +45,11 @@ def operator(
     return start
 
 
+def stages_timed(cluster: Cluster, name: str) -> list[str]:
+    """The stages with a time in the environment's ``status.stageTimings``."""
+    return [t["stage"] for t in cluster.env(name).get("status", {}).get("stageTimings", [])]
+
+
 def test_an_environment_walks_build_execute_release(
     cluster: Cluster, operator: Callable[[], AbstractContextManager[KopfRunner]]
 ) -> None:
@@ -90,6 +95,10 @@ def test_an_environment_walks_build_execute_release(
         assert cluster.wait(lambda: cluster.phase("demo") == "Building")
 
         cluster.finish("demo-builder-i0-a1", {"stage": "builder", "ok": True})
+        # the stage's time is in the status as soon as the stage ends, not at the outcome
+        cluster.wait(
+            lambda: stages_timed(cluster, "demo") == ["builder"], message="the builder's timing"
+        )
         verifier = cluster.job("demo-verifier-i0-a1")
         mounts = [
             (m.name, bool(m.read_only))
@@ -136,6 +145,8 @@ def test_an_environment_walks_build_execute_release(
         "wait", "--for=condition=Complete", "--timeout=5s", "cwe/demo", "-n", cluster.ns
     )
     assert status["observedGeneration"] == 1
+    assert stages_timed(cluster, "demo") == ["builder", "detector", "release", "verifier"]
+    assert all(t["seconds"] >= 0 for t in status["stageTimings"]), status["stageTimings"]
     assert "Released" in printed and "s3://cowork-gym/envs/demo" in printed
     assert cluster.jobs() == [
         "demo-builder-i0-a1",
