@@ -28,6 +28,7 @@ from datetime import date, datetime, timedelta
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CustomScript, VerifierSpec
+from . import calendar_scheduling_hard as hard
 from .base import Trap
 from .common import (
     CHECK_PRELUDE,
@@ -406,9 +407,12 @@ class CalendarScheduling(TaskFamily):
             "requests.csv (hard) has one meeting on two lines, the last one older and void",
             (r"\btwice\b", r"\bduplicat", r"more than once", r"\bvoid\b", r"last line"),
         ),
+        *hard.TRAPS,
     )
 
     def draft(self, params: FamilyParams) -> FamilyDraft:
+        if params.difficulty == "hard":
+            return hard.draft(params)
         rng = params.rng("calendar")
         turn_kinds, gap_from = plan_turns(rng, params, "input_replaced")
         setting, changed = _setting(params, rng)
@@ -463,6 +467,8 @@ class CalendarScheduling(TaskFamily):
         )
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
+        if params.difficulty == "hard":
+            return hard.verifier(built)
         inputs = built.final_inputs()
         meetings = parse_requests(inputs[REQUESTS])
         week = _week_from_inputs(inputs)
@@ -512,6 +518,8 @@ class CalendarScheduling(TaskFamily):
     def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
         """Whether a slot may start the minute a busy event ends, and whether a meeting may
         end exactly at 17:00: each, read the other way, may move a meeting."""
+        if hard.PEOPLE_CSV in inputs:
+            return hard.readings(inputs, turns)
         meetings = parse_requests(inputs[REQUESTS])
         week = _week_from_inputs(inputs)
         gap = GAP if any(t.kind == "requirement_changed" for t in turns) else 0

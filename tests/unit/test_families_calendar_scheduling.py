@@ -1,5 +1,6 @@
 """The calendar-scheduling family: the calendar's structure decides who is busy, a booked
-meeting blocks its attendees, and the reference books what the verifier recomputes."""
+meeting blocks its attendees, and the reference books what the verifier recomputes. The
+hard tier (its own module) has its own tests: ``test_families_calendar_scheduling_hard``."""
 
 from __future__ import annotations
 
@@ -41,14 +42,6 @@ def test_cancelled_and_free_events_do_not_block_but_recurring_ones_do() -> None:
     ]  # the UTC stand-up at 08:00Z is 09:00 office time, three days running
 
 
-def test_the_hard_variant_hides_a_constraint_the_user_reveals_when_asked() -> None:
-    draft = FAMILY.draft(FamilyParams(seed=3, difficulty="hard"))
-    assert "standing commitment" in draft.instruction
-    reveals = [s.reveals for s in draft.user.signal_plan]
-    assert any("leaves at 15:00" in r for r in reveals)
-    assert not any(r in draft.instruction for r in reveals)
-
-
 @pytest.mark.parametrize(
     ("seed", "difficulty", "turns"),
     [(0, "easy", 1), (1, "medium", 2), (2, "hard", 3), (5, "hard", 1), (8, "medium", 3)],
@@ -81,34 +74,3 @@ def test_reference_passes_and_wrong_schedules_fail(
     if turns > 1:
         stale = run_reference(built, tmp_path / "stale", upto=0)
         assert reward(FAMILY, built, params, stale, tmp_path / "stale") < 0.99
-
-
-def test_hard_requests_contradict_themselves_and_asking_settles_it() -> None:
-    """Hard: requests.csv has one meeting on two lines, the last one older with another
-    length; the line updated last is the request (the user's answer, when asked), booked
-    where the meeting's first line stands; reading the last line moves a meeting; no answer
-    or turn message gives the trap away."""
-    from coworkgym.families.base import parse_csv
-    from coworkgym.families.calendar_scheduling import REQUESTS, parse_requests
-    from coworkgym.rollout.user import matches
-
-    for seed in range(3):
-        draft = FAMILY.draft(FamilyParams(seed=seed, difficulty="hard", turns=3))
-        rows = parse_csv(draft.workspace[REQUESTS])
-        ids = [r["id"] for r in rows]
-        [twice] = [i for i in set(ids) if ids.count(i) == 2]
-        assert rows[-1]["id"] == twice
-        meetings = parse_requests(draft.workspace[REQUESTS])
-        assert [m.id for m in meetings] == sorted(set(ids), key=ids.index)
-        current = next(m for m in meetings if m.id == twice)
-        assert current.minutes == int(rows[ids.index(twice)]["minutes"])
-        assert current.minutes != int(rows[-1]["minutes"])
-        assert "ask me which to trust" in draft.instruction
-        asked = f"{twice} is listed twice in requests.csv with different lengths: which line?"
-        [answer] = [s.reveals for s in draft.user.signal_plan if matches(asked, s.trigger)]
-        assert "latest `updated`" in answer
-        spoken = [s.reveals for s in draft.user.signal_plan]
-        spoken += [t.patch.message for t in draft.turns]
-        assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
-    easy = FAMILY.draft(FamilyParams(seed=0, difficulty="easy", turns=3))
-    assert b"updated" not in easy.workspace[REQUESTS]

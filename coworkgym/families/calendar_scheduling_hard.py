@@ -1,0 +1,1993 @@
+"""The ``hard`` tier of calendar_scheduling: a week of meetings for a team spread over three
+time zones, booked under a written policy into rooms, then an interview loop fitted around
+them, then a changed calendar handled as the policy says changes are handled.
+
+The workspace: ``calendars/*.ics`` (seven exports of three weeks each, about 25 events a
+person: time zones named by ``TZID`` with their ``VTIMEZONE``, one export in UTC, weekly
+and daily series that started weeks before, ``EXDATE`` and moved occurrences
+(``RECURRENCE-ID``), cancelled, free and tentative events, multi-day absences, folded
+lines), ``people.csv`` (the directory: email, office, time zone, working hours, team),
+``rooms.xlsx`` (the Paris rooms and the week's room bookings), ``requests.csv`` (the
+meetings, with priorities, an ``after`` dependency and a team alias) and ``policy.md`` (the
+rules). About 175 events: too many to schedule by eye.
+
+Why hard is hard — what a careful agent must do:
+
+- **Turn 1** (``schedule.json`` and ``invites.ics``): read the policy before the data
+  (booking order by priority, lunch, working hours in each person's own zone, rooms, the
+  smallest room that fits); resolve team aliases through ``people.csv``; parse every
+  calendar with its zone — a ``TZID`` converts by the zone's rule for that date (the week
+  lies between the US and the EU clock changes, so Chicago is six hours behind Paris, not
+  seven), a ``Z`` stamp is UTC; expand series from their first occurrence weeks before, by the
+  wall clock of their zone (a weekly Chicago meeting set in February keeps its local time
+  after the US change), minus ``EXDATE``s, with moved occurrences replaced; then book
+  meeting by meeting in policy order, each blocking its people and its room. Two things
+  the files contradict must be asked: ``requests.csv`` lists a meeting twice with different
+  lengths (the user: the line updated last is the request), and ``people.csv`` puts the
+  remote colleague in New York while every event of his calendar is in Chicago time (the
+  user: he works from Chicago now; his hours are Chicago time). Each misreading moves a
+  meeting; the draw is refused otherwise.
+- **Turn 2** (builds on turn 1): an interview loop — three consecutive sessions in one room
+  with three panels — fitted around the meetings booked in turn 1 (they block panelists and
+  rooms); a loop booked against the bare calendars lands elsewhere. Both deliverables grow.
+- **Turn 3** (invalidates turn 2's output in a way only re-reading reveals): the user
+  replaces one calendar, saying a new call landed on a booked meeting. The new export also
+  reinstates a cancelled event, unmentioned, that clashes with another booked item. The
+  policy's rule for changes after invitations went out keeps every item that still fits
+  where it is and rebooks only the others (re-running turn 1 from scratch moves more);
+  moved invitations carry ``SEQUENCE:1``; ``changes.csv`` lists what moved, old and new.
+
+A careful agent needs about twelve tool calls in turn 1 (list, read the policy, the
+directory, the requests, the rooms workbook, look at several calendars, ask twice, script,
+run, check the result against the calendars), five or six in turn 2 and six to eight in
+turn 3 (diff the new export against the old, find both changes, reschedule, write the
+changes, check).
+
+Each difficulty is stated in the instruction or ``policy.md``, or answered by the user when
+asked; each is declared as a trap on the family (``TRAPS``) and checked by the verifier
+with exact values recomputed from the inputs.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import openpyxl
+
+from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
+from ..package.cowork import Signal, TurnPatch, UserState
+from ..verifier.spec import Component, CsvValue, CustomScript, RowCount, TableColumns, VerifierSpec
+from .base import NEVER, FamilyDraft, FamilyParams, Reading, Trap, parse_csv, write_csv
+from .common import (
+    CHECK_PRELUDE,
+    after_reply,
+    expectations,
+    fill_template,
+    input_artifacts,
+    input_turn,
+    inputs_unmodified,
+    json_value,
+    output_artifacts,
+    python_solution,
+    requirement_turn,
+    rubric,
+    verifier_output,
+)
+from .office import stable_office_bytes
+
+REQUESTS, PEOPLE_CSV, ROOMS, POLICY = "requests.csv", "people.csv", "rooms.xlsx", "policy.md"
+SCHEDULE, INVITES, CHANGES = "schedule.json", "invites.ics", "changes.csv"
+EXPECTED = "expected_schedule.json"
+OFFICE_ZONE = "Europe/Paris"
+OFFICE = ZoneInfo(OFFICE_ZONE)
+# Weeks between the US clock change (8 March 2026) and the EU one (29 March): Chicago is
+# six hours behind Paris, not the usual seven.
+WEEKS = (date(2026, 3, 9), date(2026, 3, 16), date(2026, 3, 23))
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
+OPEN, CLOSE = 9 * 60, 17 * 60  # the Paris office, where every room is
+LUNCH = (12 * 60, 13 * 60)
+SLOT = 30
+LOOP_SESSIONS, SESSION_MINUTES = 3, 45
+LOOP_DAYS = ("Tue", "Wed", "Thu", "Fri")
+DOMAIN = "northwind.example"
+
+ROSTER = (
+    ("ana", "Ana Lima"),
+    ("ben", "Ben Okafor"),
+    ("chen", "Chen Wei"),
+    ("dana", "Dana Kowalski"),
+    ("emre", "Emre Demir"),
+    ("farah", "Farah Haddad"),
+    ("greta", "Greta Holm"),
+)
+TEAMS = ("finance", "product")
+ROOM_TABLE = (  # name, seats, video
+    ("Atelier", 4, True),
+    ("Bastille", 6, False),
+    ("Canal", 8, True),
+    ("Dauphine", 3, False),
+    ("Etoile", 12, True),
+)
+TITLES = (
+    "Budget review",
+    "Vendor selection",
+    "Quarterly planning",
+    "Hiring plan",
+    "Office move kick-off",
+    "Security training dry run",
+    "Pricing workshop",
+    "Roadmap sync",
+    "Supplier audit prep",
+)
+BUSY = ("Client call", "1:1", "Workshop", "Dentist", "Review", "Interview", "Site visit")
+MEETINGS = 8
+CANDIDATES = ("Jordan Reyes", "Sam Whitaker", "Noor Aziz", "Lena Brandt")
+
+TRAPS = (
+    Trap(
+        "remote_zone",
+        "people.csv puts the remote colleague in New York while his calendar is in Chicago "
+        "time (hard): his working hours are Chicago time",
+        (
+            r"people\.csv is (out of date|outdated|stale|wrong)",
+            r"\bnot in New York\b",
+            r"\bmoved to Chicago\b",
+            r"\bdirectory is (out of date|outdated|stale|wrong)",
+        ),
+    ),
+    Trap(
+        "series_from_earlier_weeks",
+        "recurring events whose series started weeks before still block this week, by their "
+        "zone's wall clock (hard)",
+        (
+            r"\bstarted (weeks|days) (before|earlier)\b",
+            r"\bbefore the week\b",
+            r"\bEXDATE\b",
+            r"\bRECURRENCE-ID\b",
+            r"\bwall[- ]clock\b",
+        ),
+    ),
+    Trap(
+        "reinstated_event",
+        "the last turn's export reinstates a cancelled event that clashes with a booked item, "
+        "which the user does not mention (hard)",
+        (
+            r"\breinstat",
+            r"\bno longer cancel",
+            r"\bun-?cancel",
+            r"\bsecond change\b",
+            r"\balso changed\b",
+            r"\banother change\b",
+        ),
+    ),
+)
+
+
+def calendar_path(person: str) -> str:
+    return f"calendars/{person}.ics"
+
+
+# ---- the people, the rooms, the requests ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Person:
+    key: str
+    name: str
+    office: str  # Paris, Lisbon, New York (people.csv) — Chicago in truth for the remote one
+    zone: str  # the zone people.csv lists
+    hours: tuple[int, int]  # local working hours, minutes
+    team: str
+    utc_export: bool = False
+
+    @property
+    def email(self) -> str:
+        first, last = self.name.lower().split()
+        return f"{first}.{last}@{DOMAIN}"
+
+
+@dataclass(frozen=True)
+class Room:
+    name: str
+    seats: int
+    video: bool
+
+
+@dataclass(frozen=True)
+class Request:
+    """One line of requests.csv; attendees are emails and ``team:<name>`` aliases."""
+
+    id: str
+    title: str
+    attendees: tuple[str, ...]
+    minutes: int
+    days: tuple[str, ...]
+    priority: int
+    after: str = ""
+    updated: str = ""
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """A request resolved: attendees as people keys, in booking order."""
+
+    id: str
+    title: str
+    people: tuple[str, ...]
+    minutes: int
+    days: tuple[str, ...]
+    priority: int
+    after: str = ""
+
+
+def people_csv(people: Sequence[Person]) -> bytes:
+    rows: list[dict[str, object]] = [
+        {
+            "email": p.email,
+            "name": p.name,
+            "calendar": calendar_path(p.key),
+            "office": p.office,
+            "time_zone": p.zone,
+            "working_hours": f"{_hm(p.hours[0])}-{_hm(p.hours[1])}",
+            "team": p.team,
+        }
+        for p in people
+    ]
+    columns = ["email", "name", "calendar", "office", "time_zone", "working_hours", "team"]
+    return write_csv(rows, columns)
+
+
+@dataclass(frozen=True)
+class Directory:
+    """people.csv as read: email → person key, office, zone, local hours; team → keys."""
+
+    key_of: Mapping[str, str]
+    office: Mapping[str, str]
+    zone: Mapping[str, str]
+    hours: Mapping[str, tuple[int, int]]
+    teams: Mapping[str, tuple[str, ...]]
+
+
+def read_directory(data: bytes) -> Directory:
+    key_of, office, zone, hours = {}, {}, {}, {}
+    teams: dict[str, list[str]] = {}
+    for row in parse_csv(data):
+        key = row["calendar"].removeprefix("calendars/").removesuffix(".ics")
+        key_of[row["email"]] = key
+        office[key], zone[key] = row["office"], row["time_zone"]
+        start, end = row["working_hours"].split("-")
+        hours[key] = (_minutes(start), _minutes(end))
+        teams.setdefault(row["team"], []).append(key)
+    return Directory(key_of, office, zone, hours, {t: tuple(k) for t, k in teams.items()})
+
+
+def requests_csv(requests: Sequence[Request]) -> bytes:
+    rows: list[dict[str, object]] = [
+        {
+            "id": r.id,
+            "title": r.title,
+            "attendees": ";".join(r.attendees),
+            "minutes": r.minutes,
+            "days": ";".join(r.days),
+            "priority": r.priority,
+            "after": r.after,
+            "updated": r.updated,
+        }
+        for r in requests
+    ]
+    columns = ["id", "title", "attendees", "minutes", "days", "priority", "after", "updated"]
+    return write_csv(rows, columns)
+
+
+def read_requests(data: bytes) -> list[Request]:
+    """The requests in file order; an id on several lines is the line updated last, at the
+    place of its first line (the user's answer when asked)."""
+    held: dict[str, dict[str, str]] = {}
+    for row in parse_csv(data):
+        if row["id"] not in held or row["updated"] > held[row["id"]]["updated"]:
+            held[row["id"]] = row
+    return [
+        Request(
+            id=r["id"],
+            title=r["title"],
+            attendees=tuple(r["attendees"].split(";")),
+            minutes=int(r["minutes"]),
+            days=tuple(r["days"].split(";")),
+            priority=int(r["priority"]),
+            after=r["after"],
+            updated=r["updated"],
+        )
+        for r in held.values()
+    ]
+
+
+def resolve(requests: Sequence[Request], directory: Directory) -> list[Meeting]:
+    """The meetings in booking order: priority 1 first, then file order; aliases expanded."""
+    meetings = []
+    for r in requests:
+        people: list[str] = []
+        for who in r.attendees:
+            keys = (
+                directory.teams[who.removeprefix("team:")]
+                if who.startswith("team:")
+                else (directory.key_of[who],)
+            )
+            people += [k for k in keys if k not in people]
+        meetings.append(
+            Meeting(r.id, r.title, tuple(sorted(people)), r.minutes, r.days, r.priority, r.after)
+        )
+    order = {m.id: n for n, m in enumerate(meetings)}
+    return sorted(meetings, key=lambda m: (m.priority, order[m.id]))
+
+
+def rooms_xlsx(rooms: Sequence[Room], bookings: Sequence[tuple[str, datetime, datetime]]) -> bytes:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Rooms"
+    sheet.append(["room", "seats", "video"])
+    for room in rooms:
+        sheet.append([room.name, room.seats, "yes" if room.video else "no"])
+    taken = book.create_sheet("Bookings")
+    taken.append(["room", "date", "from", "to", "booked_by"])
+    for name, start, end in sorted(bookings, key=lambda b: (b[1], b[0])):
+        taken.append(
+            [name, start.date().isoformat(), f"{start:%H:%M}", f"{end:%H:%M}", "facilities"]
+        )
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return stable_office_bytes(buffer.getvalue())
+
+
+def read_rooms(data: bytes) -> tuple[list[Room], dict[str, list[Interval]]]:
+    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
+    rooms = [
+        Room(str(name), int(str(seats)), str(video) == "yes")
+        for name, seats, video in book["Rooms"].iter_rows(min_row=2, values_only=True)
+    ]
+    taken: dict[str, list[Interval]] = {r.name: [] for r in rooms}
+    for name, day, start, end, _by in book["Bookings"].iter_rows(min_row=2, values_only=True):
+        midnight = datetime.fromisoformat(str(day))
+        taken[str(name)].append(
+            (
+                midnight + timedelta(minutes=_minutes(str(start))),
+                midnight + timedelta(minutes=_minutes(str(end))),
+            )
+        )
+    return rooms, taken
+
+
+def _hm(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _minutes(text: str) -> int:
+    hours, minutes = text.strip().split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+# ---- the calendars ------------------------------------------------------------------------
+
+Interval = tuple[datetime, datetime]  # naive office time
+
+
+@dataclass(frozen=True)
+class Event:
+    """A VEVENT: times are aware (their zone, or UTC); an all-day event's are midnights."""
+
+    uid: str
+    summary: str
+    start: datetime
+    end: datetime
+    all_day: bool = False
+    status: str = ""  # CANCELLED does not block; TENTATIVE does
+    transparent: bool = False
+    rule: str = ""  # RRULE value
+    exdates: tuple[datetime, ...] = ()
+    recurrence_id: datetime | None = None
+    description: str = ""
+
+
+@dataclass
+class Calendar:
+    person: Person
+    zone: str  # the zone its events are written in ("UTC": stamps ending in Z)
+    events: list[Event] = field(default_factory=list)
+
+
+VTIMEZONES = {
+    "Europe/Paris": (
+        ("DAYLIGHT", "19700329T020000", "+0100", "+0200", "CEST", "3", "-1SU"),
+        ("STANDARD", "19701025T030000", "+0200", "+0100", "CET", "10", "-1SU"),
+    ),
+    "America/Chicago": (
+        ("DAYLIGHT", "19700308T020000", "-0600", "-0500", "CDT", "3", "2SU"),
+        ("STANDARD", "19701101T020000", "-0500", "-0600", "CST", "11", "1SU"),
+    ),
+}
+
+
+def fold(line: str) -> list[str]:
+    """RFC 5545 folding (ASCII text): lines of at most 75 octets, each continuation line
+    starting with a space."""
+    out = [line[:75]]
+    for n in range(75, len(line), 74):
+        out.append(" " + line[n : n + 74])
+    return out
+
+
+def ics(calendar: Calendar) -> bytes:
+    person = calendar.person
+    lines = [
+        "BEGIN:VCALENDAR",
+        "VERSION:2.0",
+        "PRODID:-//Northwind//Groupware calendar export 7.3//EN",
+        "CALSCALE:GREGORIAN",
+        f"X-WR-CALNAME:{person.name}",
+    ]
+    if calendar.zone != "UTC":
+        lines.append(f"X-WR-TIMEZONE:{calendar.zone}")
+        lines += ["BEGIN:VTIMEZONE", f"TZID:{calendar.zone}"]
+        for kind, start, before, after, name, month, day in VTIMEZONES[calendar.zone]:
+            lines += [
+                f"BEGIN:{kind}",
+                f"DTSTART:{start}",
+                f"RRULE:FREQ=YEARLY;BYMONTH={month};BYDAY={day}",
+                f"TZOFFSETFROM:{before}",
+                f"TZOFFSETTO:{after}",
+                f"TZNAME:{name}",
+                f"END:{kind}",
+            ]
+        lines.append("END:VTIMEZONE")
+
+    def stamp(name: str, moment: datetime, all_day: bool = False) -> str:
+        if all_day:
+            return f"{name};VALUE=DATE:{moment:%Y%m%d}"
+        if calendar.zone == "UTC":
+            return f"{name}:{moment.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        local = moment.astimezone(ZoneInfo(calendar.zone))
+        return f"{name};TZID={calendar.zone}:{local:%Y%m%dT%H%M%S}"
+
+    for e in calendar.events:
+        lines += ["BEGIN:VEVENT", f"UID:{e.uid}", "DTSTAMP:20260301T080000Z"]
+        if e.recurrence_id is not None:
+            lines.append(stamp("RECURRENCE-ID", e.recurrence_id))
+        lines += [
+            f"SUMMARY:{e.summary}",
+            stamp("DTSTART", e.start, e.all_day),
+            stamp("DTEND", e.end, e.all_day),
+        ]
+        if e.rule:
+            lines.append(f"RRULE:{e.rule}")
+        lines += [stamp("EXDATE", x) for x in e.exdates]
+        if e.status:
+            lines.append(f"STATUS:{e.status}")
+        if e.transparent:
+            lines.append("TRANSP:TRANSPARENT")
+        if e.description:
+            lines += fold(f"DESCRIPTION:{e.description}")
+        lines.append("END:VEVENT")
+    lines.append("END:VCALENDAR")
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+@dataclass(frozen=True)
+class Misreading:
+    """Ways a reader can get the calendars wrong (the verifier uses none; the draw checks
+    that each one moves a booking)."""
+
+    z_as_office: bool = False  # a stamp ending in Z read as office time
+    series_in_week_only: bool = False  # events whose DTSTART is before the week ignored
+    series_in_utc: bool = False  # occurrences stepped in UTC, not by the zone's wall clock
+
+
+CORRECT = Misreading()
+
+
+def parse_ics(data: bytes, misreading: Misreading = CORRECT) -> list[Event]:
+    """The verifier's reader: every VEVENT, times aware (floating time is office time)."""
+    text = data.decode("utf-8").replace("\r\n", "\n").replace("\n ", "")
+    events: list[Event] = []
+    fields: dict[str, list[tuple[str, str]]] | None = None
+    for line in text.split("\n"):
+        if line == "BEGIN:VEVENT":
+            fields = {}
+        elif line == "END:VEVENT" and fields is not None:
+            events.append(_event(fields, misreading))
+            fields = None
+        elif fields is not None and ":" in line:
+            head, value = line.split(":", 1)
+            name, _sep, params = head.partition(";")
+            fields.setdefault(name, []).append((params, value))
+    return events
+
+
+def _moment(params: str, value: str, misreading: Misreading) -> tuple[datetime, bool]:
+    if ("VALUE=DATE" in params and "DATE-TIME" not in params) or len(value) == 8:
+        day = datetime.strptime(value[:8], "%Y%m%d")
+        return day.replace(tzinfo=OFFICE), True
+    local = datetime.strptime(value.rstrip("Z"), "%Y%m%dT%H%M%S")
+    if value.endswith("Z"):
+        return local.replace(tzinfo=OFFICE if misreading.z_as_office else UTC), False
+    zone = dict(p.split("=", 1) for p in params.split(";") if "=" in p).get("TZID", OFFICE_ZONE)
+    return local.replace(tzinfo=ZoneInfo(zone)), False
+
+
+def _event(fields: Mapping[str, list[tuple[str, str]]], misreading: Misreading) -> Event:
+    def one(name: str) -> str:
+        return fields.get(name, [("", "")])[0][1]
+
+    start, all_day = _moment(*fields["DTSTART"][0], misreading)
+    end, _ = _moment(*fields["DTEND"][0], misreading)
+    recurrence = fields.get("RECURRENCE-ID")
+    return Event(
+        uid=one("UID"),
+        summary=one("SUMMARY"),
+        start=start,
+        end=end,
+        all_day=all_day,
+        status=one("STATUS"),
+        transparent=one("TRANSP") == "TRANSPARENT",
+        rule=one("RRULE"),
+        exdates=tuple(_moment(p, v, misreading)[0] for p, v in fields.get("EXDATE", [])),
+        recurrence_id=_moment(*recurrence[0], misreading)[0] if recurrence else None,
+        description=one("DESCRIPTION"),
+    )
+
+
+def occurrences(event: Event, until: datetime, misreading: Misreading = CORRECT) -> list[datetime]:
+    """The starts of a (possibly recurring) event before ``until``: FREQ=DAILY or WEEKLY,
+    BYDAY, COUNT, UNTIL; stepped by the wall clock of the event's zone (RFC 5545)."""
+    if not event.rule:
+        return [event.start]
+    parts = dict(p.split("=", 1) for p in event.rule.split(";"))
+    byday = [d[-2:] for d in parts.get("BYDAY", "").split(",") if d]
+    codes = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+    count = int(parts["COUNT"]) if "COUNT" in parts else None
+    last = None
+    if "UNTIL" in parts:
+        last = _moment("", parts["UNTIL"], CORRECT)[0]
+    out: list[datetime] = []
+    made, n = 0, 0
+    while True:
+        if misreading.series_in_utc:
+            start = (event.start.astimezone(UTC) + timedelta(days=n)).astimezone(event.start.tzinfo)
+        else:
+            start = event.start + timedelta(days=n)  # aware arithmetic keeps the wall clock
+        n += 1
+        if start >= until or (count is not None and made >= count):
+            break
+        if last is not None and start > last:
+            break
+        if parts["FREQ"] == "WEEKLY" and not byday and start.weekday() != event.start.weekday():
+            continue
+        if byday and codes[start.weekday()] not in byday:
+            continue
+        made += 1
+        out.append(start)
+    return out
+
+
+def busy_intervals(
+    events: Sequence[Event], week: date, misreading: Misreading = CORRECT
+) -> list[Interval]:
+    """Blocking time in the week, naive office time: every occurrence of every event but the
+    cancelled and the free ones; an EXDATE drops an occurrence, an event with a
+    RECURRENCE-ID replaces it; an all-day event blocks its days (DTEND exclusive)."""
+    monday = datetime.combine(week, datetime.min.time(), OFFICE)
+    until = monday + timedelta(days=7)
+    moved = {(e.uid, e.recurrence_id.astimezone(UTC)): e for e in events if e.recurrence_id}
+    out: list[Interval] = []
+    for master in events:
+        if master.recurrence_id is not None or master.status == "CANCELLED":
+            continue
+        if misreading.series_in_week_only and master.start < monday:
+            continue
+        length = master.end - master.start
+        skipped = {x.astimezone(UTC) for x in master.exdates}
+        for start in occurrences(master, until, misreading):
+            instant = start.astimezone(UTC)
+            if instant in skipped:
+                continue
+            event = moved.get((master.uid, instant))
+            if event is not None:
+                if event.status == "CANCELLED" or event.transparent:
+                    continue
+                span = (event.start, event.end)
+            elif master.transparent:
+                continue
+            else:
+                span = (start, start + length)
+            begin, end = (_office(t) for t in span)
+            if end > monday.replace(tzinfo=None) and begin < until.replace(tzinfo=None):
+                out.append((begin, end))
+    return out
+
+
+def _office(moment: datetime) -> datetime:
+    return moment.astimezone(OFFICE).replace(tzinfo=None)
+
+
+# ---- the rule, as the verifier applies it --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rules:
+    back_to_back: bool = True  # a meeting may start the minute a busy event ends
+    close_inclusive: bool = True  # a meeting may end exactly at 17:00
+    zones: Mapping[str, str] = field(default_factory=dict)  # person → zone of their hours
+
+
+@dataclass(frozen=True)
+class Booking:
+    start: datetime
+    end: datetime
+    room: str
+    people: tuple[str, ...]
+
+
+@dataclass
+class World:
+    """Everything the files say about the week, in office time."""
+
+    week: date
+    busy: dict[str, list[Interval]]
+    directory: Directory
+    rooms: list[Room]
+    room_taken: dict[str, list[Interval]]
+    rules: Rules = field(default_factory=Rules)
+
+    def window(self, person: str, day: date) -> Interval:
+        start, end = self.directory.hours[person]
+        zone = ZoneInfo(self.rules.zones.get(person, self.directory.zone[person]))
+        midnight = datetime.combine(day, datetime.min.time(), zone)
+        return (
+            _office(midnight + timedelta(minutes=start)),
+            _office(midnight + timedelta(minutes=end)),
+        )
+
+
+def world_of(inputs: Mapping[str, bytes], rules: Rules, misreading: Misreading = CORRECT) -> World:
+    directory = read_directory(inputs[PEOPLE_CSV])
+    calendars = {k: inputs[calendar_path(k)] for k in directory.zone}
+    week = week_of(calendars.values())
+    rooms, taken = read_rooms(inputs[ROOMS])
+    busy = {
+        k: busy_intervals(parse_ics(c, misreading), week, misreading) for k, c in calendars.items()
+    }
+    return World(week, busy, directory, rooms, taken, rules)
+
+
+def week_of(calendars: Iterable[bytes]) -> date:
+    """The Monday of the week to book: the middle of the three weeks every export covers."""
+    first = min(_office(e.start) for c in calendars for e in parse_ics(c) if not e.rule)
+    monday = (first - timedelta(days=first.weekday())).date()
+    return monday + timedelta(days=7)
+
+
+def _clash(a: Interval, b: Interval, back_to_back: bool) -> bool:
+    if back_to_back:
+        return a[0] < b[1] and b[0] < a[1]
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+Plan = dict[str, Booking]  # item id → booking, in booking order
+
+
+def _free(world: World, person: str, span: Interval, plan: Plan, skip: Iterable[str]) -> bool:
+    left_out = set(skip)
+    busy = [
+        *world.busy[person],
+        *((b.start, b.end) for i, b in plan.items() if i not in left_out and person in b.people),
+    ]
+    return not any(_clash(span, other, world.rules.back_to_back) for other in busy)
+
+
+def _room_free(world: World, room: str, span: Interval, plan: Plan, skip: Iterable[str]) -> bool:
+    left_out = set(skip)
+    taken = [
+        *world.room_taken[room],
+        *((b.start, b.end) for i, b in plan.items() if i not in left_out and b.room == room),
+    ]
+    return not any(_clash(span, other, world.rules.back_to_back) for other in taken)
+
+
+def _in_hours(world: World, people: Iterable[str], span: Interval) -> bool:
+    day = span[0].date()
+    midnight = datetime.combine(day, datetime.min.time())
+    close = midnight + timedelta(minutes=CLOSE if world.rules.close_inclusive else CLOSE - 1)
+    if span[0] < midnight + timedelta(minutes=OPEN) or span[1] > close:
+        return False
+    lunch = (midnight + timedelta(minutes=LUNCH[0]), midnight + timedelta(minutes=LUNCH[1]))
+    if span[0] < lunch[1] and lunch[0] < span[1]:
+        return False
+    for person in people:
+        start, end = world.window(person, day)
+        if span[0] < start or span[1] > end:
+            return False
+    return True
+
+
+def _rooms_for(world: World, people: Sequence[str], extra_seats: int = 0) -> list[Room]:
+    """The rooms that fit, smallest first (then by name): a seat for everyone in the Paris
+    office (and ``extra_seats``), video when anyone is elsewhere."""
+    here = sum(1 for p in people if world.directory.office[p] == "Paris") + extra_seats
+    video = any(world.directory.office[p] != "Paris" for p in people)
+    fitting = [r for r in world.rooms if r.seats >= here and (r.video or not video)]
+    return sorted(fitting, key=lambda r: (r.seats, r.name))
+
+
+def _starts(world: World, days: Sequence[str]) -> Iterable[datetime]:
+    for index, day in enumerate(DAYS):
+        if day in days:
+            midnight = datetime.combine(world.week + timedelta(days=index), datetime.min.time())
+            for minute in range(OPEN, CLOSE, SLOT):
+                yield midnight + timedelta(minutes=minute)
+
+
+def meeting_fits(world: World, meeting: Meeting, span: Interval, room: str, plan: Plan) -> bool:
+    skip = [meeting.id]
+    if meeting.after and meeting.after in plan and span[0] < plan[meeting.after].end:
+        return False
+    return (
+        _in_hours(world, meeting.people, span)
+        and all(_free(world, p, span, plan, skip) for p in meeting.people)
+        and _room_free(world, room, span, plan, skip)
+    )
+
+
+def book_meeting(world: World, meeting: Meeting, plan: Plan) -> Booking | None:
+    """The earliest slot (allowed day, then time) with every attendee free and in hours, and
+    the smallest fitting room free then."""
+    length = timedelta(minutes=meeting.minutes)
+    for start in _starts(world, meeting.days):
+        span = (start, start + length)
+        for room in _rooms_for(world, meeting.people):
+            if meeting_fits(world, meeting, span, room.name, plan):
+                return Booking(start, start + length, room.name, meeting.people)
+    return None
+
+
+def book_meetings(world: World, meetings: Sequence[Meeting]) -> Plan | None:
+    plan: Plan = {}
+    for meeting in meetings:
+        booking = book_meeting(world, meeting, plan)
+        if booking is None:
+            return None
+        plan[meeting.id] = booking
+    return plan
+
+
+@dataclass(frozen=True)
+class Loop:
+    """The interview loop of turn 2: three consecutive sessions, one room, a panel each."""
+
+    candidate: str
+    panels: tuple[tuple[str, ...], ...]  # people keys per session
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(f"I{n}" for n in range(1, len(self.panels) + 1))
+
+
+def _loop_spans(start: datetime) -> list[Interval]:
+    step = timedelta(minutes=SESSION_MINUTES)
+    return [(start + n * step, start + (n + 1) * step) for n in range(LOOP_SESSIONS)]
+
+
+def loop_fits(world: World, loop: Loop, start: datetime, room: str, plan: Plan) -> bool:
+    spans = _loop_spans(start)
+    whole = (spans[0][0], spans[-1][1])
+    if not _in_hours(world, (), whole) or not _room_free(world, room, whole, plan, loop.ids):
+        return False
+    return all(
+        _in_hours(world, panel, span) and all(_free(world, p, span, plan, loop.ids) for p in panel)
+        for panel, span in zip(loop.panels, spans, strict=True)
+    )
+
+
+def book_loop(world: World, loop: Loop, plan: Plan) -> Plan | None:
+    everyone = sorted({p for panel in loop.panels for p in panel})
+    biggest = max(
+        loop.panels, key=lambda panel: sum(1 for p in panel if world.directory.office[p] == "Paris")
+    )
+    for start in _starts(world, LOOP_DAYS):
+        for room in _loop_rooms(world, everyone, biggest):
+            if loop_fits(world, loop, start, room.name, plan):
+                spans = _loop_spans(start)
+                return {
+                    i: Booking(s, e, room.name, panel)
+                    for i, (s, e), panel in zip(loop.ids, spans, loop.panels, strict=True)
+                }
+    return None
+
+
+def _loop_rooms(world: World, everyone: Sequence[str], biggest: Sequence[str]) -> list[Room]:
+    """A seat for the largest panel's Paris members and the candidate; video if any panelist
+    is elsewhere."""
+    video = any(world.directory.office[p] != "Paris" for p in everyone)
+    seats = sum(1 for p in biggest if world.directory.office[p] == "Paris") + 1
+    fitting = [r for r in world.rooms if r.seats >= seats and (r.video or not video)]
+    return sorted(fitting, key=lambda r: (r.seats, r.name))
+
+
+def reschedule(
+    world: World, meetings: Sequence[Meeting], loop: Loop | None, old: Plan
+) -> Plan | None:
+    """After invitations went out: every item that still fits keeps its slot and room; the
+    others are rebooked, in booking order (the meetings, then the loop), each in its earliest
+    slot given everything that stays."""
+    kept = dict(old)
+    moving = [
+        m
+        for m in meetings
+        if not meeting_fits(world, m, (old[m.id].start, old[m.id].end), old[m.id].room, old)
+    ]
+    loop_moves = loop is not None and not loop_fits(
+        world, loop, old[loop.ids[0]].start, old[loop.ids[0]].room, old
+    )
+    for m in moving:
+        del kept[m.id]
+    if loop is not None and loop_moves:
+        for i in loop.ids:
+            del kept[i]
+    for m in moving:
+        booking = book_meeting(world, m, kept)
+        if booking is None:
+            return None
+        kept[m.id] = booking
+    if loop is not None and loop_moves:
+        booked = book_loop(world, loop, kept)
+        if booked is None:
+            return None
+        kept.update(booked)
+    order = [*(m.id for m in meetings), *(loop.ids if loop else ())]
+    return {i: kept[i] for i in order}
+
+
+# ---- the expected schedule -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the text fixes beyond the files: the loop (turn 2), the answers the user gives."""
+
+    loop: Loop | None
+    remote: str  # the remote colleague, whose hours are in Chicago time
+    changes: bool  # a changed calendar (turn 3) is handled as the policy says
+
+
+CHICAGO = "America/Chicago"
+
+
+def expected(
+    s0: Mapping[str, bytes], final: Mapping[str, bytes], task: Task, rules: Rules | None = None
+) -> tuple[Plan, Plan | None]:
+    """The schedule the user wants at the end, and (with a changed calendar) the one the
+    changes were made to."""
+    rules = rules or Rules(zones={task.remote: CHICAGO})
+    world = world_of(s0, rules)
+    meetings = resolve(read_requests(s0[REQUESTS]), world.directory)
+    plan = book_meetings(world, meetings)
+    assert plan is not None, "the draw guarantees every meeting a slot"
+    if task.loop is not None:
+        booked = book_loop(world, task.loop, plan)
+        assert booked is not None, "the draw guarantees the loop a slot"
+        plan = {**plan, **booked}
+    if not task.changes:
+        return plan, None
+    later = reschedule(world_of(final, rules), meetings, task.loop, plan)
+    assert later is not None, "the draw guarantees the rebooked items a slot"
+    return later, plan
+
+
+def moved(before: Plan, after: Plan) -> list[str]:
+    """The items whose time or room changed."""
+    return [
+        i for i in after if (after[i].start, after[i].room) != (before[i].start, before[i].room)
+    ]
+
+
+# ---- drafting ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Setting:
+    week: date
+    people: list[Person]
+    calendars: dict[str, Calendar]
+    rooms: list[Room]
+    room_bookings: list[tuple[str, datetime, datetime]]
+    requests: list[Request]  # file order, the void line last
+    remote: str
+    lisbon: str
+    loop: Loop
+    changed: bytes = b""  # the turn-3 export of `changed_person`
+    changed_person: str = ""
+    called: str = ""  # the item the new call lands on (named by the user)
+
+    def files(self) -> dict[str, bytes]:
+        files = {calendar_path(k): ics(c) for k, c in self.calendars.items()}
+        files[PEOPLE_CSV] = people_csv(self.people)
+        files[ROOMS] = rooms_xlsx(self.rooms, self.room_bookings)
+        files[REQUESTS] = requests_csv(self.requests)
+        files[POLICY] = policy_md().encode()
+        return files
+
+
+def draw(params: FamilyParams) -> Setting:
+    rng = params.rng("calendar-hard")
+    for _attempt in range(400):
+        setting = _draw_once(rng)
+        if setting is not None and _accept(setting, rng):
+            return setting
+    raise RuntimeError(f"no schedulable hard week for seed {params.seed}; widen the draw")
+
+
+def _draw_once(rng: random.Random) -> Setting | None:
+    week = rng.choice(WEEKS)
+    names = list(ROSTER)
+    rng.shuffle(names)
+    remote, lisbon = names[0][0], names[1][0]
+    part_timer = names[2][0]
+    people = []
+    for n, (key, name) in enumerate(names):
+        office, zone = ("Paris", OFFICE_ZONE)
+        if key == remote:
+            office, zone = ("New York", "America/New_York")
+        elif key == lisbon:
+            office, zone = ("Lisbon", "Europe/Lisbon")
+        hours = (10 * 60, 16 * 60) if key == part_timer else (9 * 60, 17 * 60)
+        if key == remote:  # 14:00–22:00 office time from Chicago (13:00 read as New York)
+            hours = (8 * 60, 16 * 60)
+        people.append(Person(key, name, office, zone, hours, TEAMS[n % 2], key == lisbon))
+    people.sort(key=lambda p: p.key)
+    calendars = {}
+    for p in people:
+        lives = CHICAGO if p.key == remote else p.zone
+        export = "UTC" if p.utc_export else lives
+        calendars[p.key] = Calendar(p, export, _events(rng, week, p, lives))
+    bookings = _room_bookings(rng, week)
+    requests = _requests(rng, people, remote, lisbon)
+    paris = [p.key for p in people if p.office == "Paris"]
+    panels = (
+        tuple(sorted(rng.sample(paris, 2))),
+        tuple(sorted(rng.sample([k for k in paris if k != part_timer], 2))),
+        (remote,),
+    )
+    candidate = rng.choice(CANDIDATES)
+    rooms = [Room(*r) for r in ROOM_TABLE]
+    return Setting(
+        week, people, calendars, rooms, bookings, requests, remote, lisbon, Loop(candidate, panels)
+    )
+
+
+def _local(week: date, day: int, minute: int, zone: str) -> datetime:
+    """``minute`` past midnight of the week's day ``day`` (negative: a week before), on the
+    wall clock of ``zone``."""
+    midnight = datetime.combine(week + timedelta(days=day), datetime.min.time(), ZoneInfo(zone))
+    return midnight + timedelta(minutes=minute)
+
+
+def _events(rng: random.Random, week: date, person: Person, zone: str) -> list[Event]:
+    """About 25 events over the week before, the week and the week after, on the wall clock
+    of ``zone`` (where the person lives): one-offs (some cancelled, tentative or free), a
+    weekly series and a daily one begun weeks earlier, an EXDATE, a moved occurrence, a
+    multi-day absence."""
+    events: list[Event] = []
+    uid = f"{person.key}-{{}}@groupware.{DOMAIN}"
+    begin, end = person.hours
+    for n in range(rng.randint(15, 19)):
+        day = rng.randrange(-7, 12)
+        if (day + 7) % 7 >= 5:
+            continue
+        minute = rng.randrange(begin, end - 60, 30)
+        start = _local(week, day, minute, zone)
+        length = timedelta(minutes=rng.choice((30, 60, 60, 90)))
+        roll = rng.random()
+        status = "CANCELLED" if roll < 0.12 else "TENTATIVE" if roll < 0.22 else ""
+        events.append(
+            Event(
+                uid.format(n),
+                rng.choice(BUSY),
+                start,
+                start + length,
+                status=status,
+                transparent=0.22 <= roll < 0.3,
+                description=_description(rng),
+            )
+        )
+    # a weekly series set weeks ago (in February for the Chicago zone: before its change)
+    first = _local(
+        week,
+        -rng.choice((21, 28, 35)) + rng.randrange(2),
+        rng.randrange(begin + 60, end - 120, 30),
+        zone,
+    )
+    weekday = ("MO", "TU", "WE", "TH", "FR")[first.weekday()]
+    other = ("MO", "TU", "WE", "TH", "FR")[(first.weekday() + 2) % 5]
+    series = Event(
+        uid.format("weekly"),
+        "Team meeting",
+        first,
+        first + timedelta(minutes=60),
+        rule=f"FREQ=WEEKLY;BYDAY={weekday},{other};UNTIL=20260630T220000Z",
+    )
+    this_week = [s for s in occurrences(series, _local(week, 7, 0, zone)) if s.date() >= week]
+    skipped = this_week[0]
+    shifted = this_week[1]
+    events.append(replace(series, exdates=(skipped,)))
+    moved_to = shifted + timedelta(minutes=rng.choice((-90, 120, 150)))
+    events.append(
+        Event(
+            series.uid,
+            "Team meeting (moved)",
+            moved_to,
+            moved_to + timedelta(minutes=60),
+            recurrence_id=shifted,
+        )
+    )
+    if rng.random() < 0.7:
+        standup = _local(week, -rng.randint(8, 16), begin + rng.choice((0, 30)), zone)
+        events.append(
+            Event(
+                uid.format("standup"),
+                "Daily stand-up",
+                standup,
+                standup + timedelta(minutes=15),
+                rule=f"FREQ=DAILY;BYDAY=MO,TU,WE,TH,FR;COUNT={rng.randint(14, 30)}",
+            )
+        )
+    if zone == OFFICE_ZONE and rng.random() < 0.4:
+        day = rng.randrange(5)
+        away = datetime.combine(week + timedelta(days=day), datetime.min.time(), OFFICE)
+        span = 1 if day == 4 else rng.choice((1, 1, 2))
+        events.append(
+            Event(
+                uid.format("ooo"), "Out of office", away, away + timedelta(days=span), all_day=True
+            )
+        )
+    events.sort(key=lambda e: (e.start, e.uid))
+    return events
+
+
+def _description(rng: random.Random) -> str:
+    if rng.random() < 0.6:
+        return ""
+    return rng.choice(
+        (
+            "Dial-in details are in the room booking; please join five minutes early so we "
+            "can check the screen share works for everyone",
+            "Agenda: status of the open items, risks, next steps. Notes go to the shared "
+            "folder afterwards; ping me if you cannot make it",
+        )
+    )
+
+
+def _room_bookings(rng: random.Random, week: date) -> list[tuple[str, datetime, datetime]]:
+    out = []
+    for _n in range(rng.randint(10, 14)):
+        midnight = datetime.combine(week + timedelta(days=rng.randrange(5)), datetime.min.time())
+        start = midnight + timedelta(minutes=rng.randrange(OPEN, CLOSE - 60, 30))
+        length = timedelta(minutes=rng.choice((60, 90, 120, 180)))
+        out.append(
+            (
+                rng.choice(ROOM_TABLE)[0],
+                start,
+                min(start + length, midnight + timedelta(minutes=CLOSE)),
+            )
+        )
+    return out
+
+
+def _requests(
+    rng: random.Random, people: Sequence[Person], remote: str, lisbon: str
+) -> list[Request]:
+    email = {p.key: p.email for p in people}
+    keys = [p.key for p in people]
+    requests: list[Request] = []
+    titles = rng.sample(TITLES, k=MEETINGS)
+    alias_at = rng.randrange(MEETINGS)
+    for n, title in enumerate(titles, start=1):
+        size = rng.choice((2, 2, 3, 3))
+        chosen = rng.sample([k for k in keys if k != remote], k=size)
+        if n <= 2:  # the remote colleague in two meetings, the whole week open to them
+            chosen = [remote, *chosen[:2]]
+        if n in (3, 4) and lisbon not in chosen:
+            chosen[0] = lisbon
+        attendees = tuple(email[k] for k in sorted(set(chosen)))
+        if n - 1 == alias_at:
+            attendees = (f"team:{rng.choice(TEAMS)}",)
+        first = 0 if n <= 2 else rng.randint(0, 1)
+        requests.append(
+            Request(
+                id=f"M{n}",
+                title=title,
+                attendees=attendees,
+                minutes=rng.choice((30, 45, 60) if n <= 2 else (30, 45, 60, 90)),
+                days=DAYS[first:] if n <= 2 else DAYS[first : first + rng.randint(3, 4)],
+                priority=rng.choice((1, 2, 2, 3)),
+                updated=f"2026-02-{10 + n:02d}",
+            )
+        )
+    rng.shuffle(requests)
+    requests = [replace(r, id=f"M{n}") for n, r in enumerate(requests, start=1)]
+    # one meeting must follow another that is booked before it
+    order = sorted(range(MEETINGS), key=lambda i: (requests[i].priority, i))
+    a, b = sorted(rng.sample(range(MEETINGS), 2), key=order.index)
+    requests[b] = replace(requests[b], after=requests[a].id, days=_days_from(requests[a].days[0]))
+    void_of = rng.choice(requests)
+    minutes = rng.choice([m for m in (30, 45, 60, 90) if m != void_of.minutes])
+    return [*requests, replace(void_of, minutes=minutes, updated="2026-02-03")]
+
+
+def _days_from(day: str) -> tuple[str, ...]:
+    return DAYS[DAYS.index(day) :]
+
+
+def _accept(setting: Setting, rng: random.Random) -> bool:
+    """Every meeting and the loop booked; each trap moves a booking; then the changed
+    calendar of turn 3 (a call on one booked meeting, a cancelled event reinstated under
+    another item) is drawn, and the policy's rebooking must differ from booking afresh."""
+    files = setting.files()
+    task = Task(setting.loop, setting.remote, changes=False)
+    right_rules = Rules(zones={setting.remote: CHICAGO})
+    try:
+        plan, _ = expected(files, files, task)
+    except AssertionError:
+        return False
+    meetings = resolve(read_requests(files[REQUESTS]), read_directory(files[PEOPLE_CSV]))
+    first_only = {i: plan[i] for i in (m.id for m in meetings)}
+    misread = [
+        _plain(files, Rules(), Misreading()),  # people.csv's New York hours
+        _plain(files, right_rules, Misreading(z_as_office=True)),
+        _plain(files, right_rules, Misreading(series_in_week_only=True)),
+        _plain({**files, REQUESTS: _last_line_wins(files[REQUESTS])}, right_rules, Misreading()),
+    ]
+    if any(m == first_only for m in misread):
+        return False
+    bare = book_loop(world_of(files, right_rules), setting.loop, {})
+    if bare is None or all(bare[i] == plan[i] for i in setting.loop.ids):
+        return False  # the loop must depend on turn 1's bookings
+    return _draw_change(setting, files, plan, meetings, rng)
+
+
+def _plain(files: Mapping[str, bytes], rules: Rules, misreading: Misreading) -> Plan | None:
+    world = world_of(files, rules, misreading)
+    return book_meetings(world, resolve(read_requests(files[REQUESTS]), world.directory))
+
+
+def _last_line_wins(data: bytes) -> bytes:
+    rows: dict[str, dict[str, str]] = {}
+    for row in parse_csv(data):
+        rows[row["id"]] = row
+    return write_csv(list(rows.values()), list(parse_csv(data)[0]))  # type: ignore[arg-type]
+
+
+def _draw_change(
+    setting: Setting,
+    files: Mapping[str, bytes],
+    plan: Plan,
+    meetings: Sequence[Meeting],
+    rng: random.Random,
+) -> bool:
+    """A call on one booked meeting (not a predecessor) and, in the same export, a cancelled
+    event of that person reinstated under another booked item of theirs."""
+    predecessors = {m.after for m in meetings if m.after}
+    for _try in range(20):
+        target = rng.choice([m for m in meetings if m.id not in predecessors])
+        person = rng.choice([p for p in target.people if p != setting.remote])
+        theirs = [i for i, b in plan.items() if person in b.people and i != target.id]
+        if not theirs:
+            continue
+        other = rng.choice(theirs)
+        old = setting.calendars[person]
+        booked = plan[target.id]
+        call = Event(
+            f"{person}-{len(old.events) + 21}@groupware.{DOMAIN}",
+            "External call",
+            booked.start.replace(tzinfo=OFFICE),
+            booked.end.replace(tzinfo=OFFICE),
+        )
+        clash = plan[other]
+        revived = Event(
+            f"{person}-{len(old.events) + 20}@groupware.{DOMAIN}",
+            "Supplier visit",
+            clash.start.replace(tzinfo=OFFICE),
+            clash.start.replace(tzinfo=OFFICE) + timedelta(minutes=30),
+        )
+        # in s0 it is cancelled; the new export confirms it
+        s0_events = sorted(
+            [*old.events, replace(revived, status="CANCELLED")], key=lambda e: (e.start, e.uid)
+        )
+        new_events = sorted(
+            [*old.events, replace(revived, status="CONFIRMED"), call],
+            key=lambda e: (e.start, e.uid),
+        )
+        before = replace(old, events=s0_events)  # a cancelled event moves nothing in s0
+        s0 = {**files, calendar_path(person): ics(before)}
+        final = {**s0, calendar_path(person): ics(replace(old, events=new_events))}
+        task = Task(setting.loop, setting.remote, changes=True)
+        try:
+            later, earlier = expected(s0, final, task)
+        except AssertionError:
+            continue
+        assert earlier is not None
+        shifted = moved(earlier, later)
+        try:
+            afresh, _ = expected(final, final, replace(task, changes=False))
+        except AssertionError:  # booked afresh, something no longer fits: differs anyway
+            afresh = {}
+        if target.id not in shifted or other not in shifted or afresh == later:
+            continue
+        setting.calendars[person] = before
+        setting.changed, setting.changed_person, setting.called = (
+            final[calendar_path(person)],
+            person,
+            target.id,
+        )
+        return True
+    return False
+
+
+# ---- the text -----------------------------------------------------------------------------
+
+
+def policy_md() -> str:
+    return f"""\
+# Meeting scheduling policy
+
+Every booking made for the team follows these rules; people check their invitations
+against them.
+
+## 1. Time
+
+Office time is Paris time ({OFFICE_ZONE}). Every time in `{SCHEDULE}`, `{INVITES}` and
+`{ROOMS}` is office time. A calendar event's time is in the zone its `TZID` names (that
+zone's rule for that date decides the offset); a stamp ending in `Z` is UTC; a time with
+neither is office time.
+
+## 2. Who is busy
+
+An attendee is busy during every occurrence of every event of their calendar, tentative
+ones included, except cancelled events (`STATUS:CANCELLED`) and events marked free
+(`TRANSP:TRANSPARENT`). A recurring event (`RRULE`) occurs by its rule from its first
+`DTSTART`, at the same local time in its zone, except the dates its `EXDATE` lists; an
+event with a `RECURRENCE-ID` replaces the occurrence it names. An all-day event blocks its
+days (its `DTEND` is the day after the last). Back-to-back is fine: a meeting may start the
+minute a busy event ends.
+
+## 3. When a meeting may take place
+
+- within office hours, 09:00–17:00 office time, starting on the hour or the half hour;
+  ending exactly at 17:00 is fine;
+- never over the protected lunch, 12:00–13:00 office time;
+- within every attendee's working hours (`{PEOPLE_CSV}`: `working_hours`, in the
+  attendee's own local time).
+
+## 4. Rooms
+
+Every meeting is held in a Paris room of `{ROOMS}` (sheet `Rooms`), which also lists the
+rooms' bookings (sheet `Bookings`, office time). A room fits a meeting when it has a seat
+for every attendee whose office is Paris and, when any attendee works from another office,
+video. Book the smallest room that fits and is free (fewest seats; then by name). A booked
+meeting makes its room busy.
+
+## 5. Booking order
+
+Book the requests of `{REQUESTS}` in priority order (1 first; within a priority, in file
+order). Attendees are emails or `team:<name>` (everyone of that team in `{PEOPLE_CSV}`).
+Each meeting goes in its earliest slot — the earliest allowed day, then the earliest time —
+where every attendee is free and a fitting room is free; a meeting with an `after` starts no
+earlier than the end of the meeting it names. A booked meeting makes its attendees busy for
+the bookings after it.
+
+## 6. Changes after invitations went out
+
+When an input changes after invitations went out, a booked meeting (or interview loop)
+that still fits where it is keeps its time and its room. Only those that no longer fit are
+rebooked: in booking order (the meetings, then an interview loop), each in its earliest
+slot by sections 3–5, given everything that stays. Their invitations go out again with
+`SEQUENCE:1`; invitations of items that did not move keep `SEQUENCE:0`.
+"""
+
+
+def instruction(week: date) -> str:
+    return f"""\
+Please book the internal meetings of the week of {week:%A %d %B %Y}. Everything is in
+the workspace: the calendar exports in `calendars/`, the team directory `{PEOPLE_CSV}`,
+the rooms and their bookings in `{ROOMS}`, the requests in `{REQUESTS}` (attendees, the
+length in minutes, the weekdays allowed, a priority and an optional `after`) and our
+scheduling policy, `{POLICY}`, which decides how to read the calendars, when a meeting may
+take place, which room it gets and in what order to book. Back-to-back is fine: a meeting
+may start the minute a busy event ends. A meeting ending exactly at 17:00 is fine.
+
+Create:
+1. `{SCHEDULE}`: {{"meetings": {{"M1": {{"start": "YYYY-MM-DDTHH:MM", "end": "…",
+   "room": "…", "attendees": ["email", …]}}, …}}}} in office time, one entry per request.
+2. `{INVITES}`: a valid iCalendar file (`VERSION:2.0`, a `PRODID`) with one `VEVENT` per
+   booking whose `UID` is its id, `SUMMARY` its title, `DTSTART`/`DTEND` its slot in office
+   time (floating local time, `YYYYMMDDTHHMMSS`), `LOCATION` its room and `SEQUENCE:0`.
+
+Do not edit the input files. If the files contradict each other on something the policy
+depends on, ask me which to trust before you book.
+"""
+
+
+def loop_message(setting: Setting) -> str:
+    names = {p.key: p for p in setting.people}
+    panels = "; ".join(
+        f"session {n} with {' and '.join(names[k].email for k in panel)}"
+        for n, panel in enumerate(setting.loop.panels, start=1)
+    )
+    return (
+        f"Thanks. {setting.loop.candidate} comes in for an interview loop this week: three "
+        f"{SESSION_MINUTES}-minute sessions, one right after the other, all in one room (the "
+        f"candidate stays put, in person): {panels}. Book it on Tuesday, Wednesday, Thursday or "
+        "Friday in the earliest slot where the whole loop fits, around the meetings you "
+        "booked: the loop's room needs a seat for the candidate and for the largest panel's Paris "
+        "members, and video if a panelist works from another office; the first session starts "
+        "on the hour or the half hour; office hours and lunch apply to the whole loop, and "
+        f"each panelist's working hours to their own session. Add it to `{SCHEDULE}` under "
+        '"interviews" ("I1", "I2", "I3", each with start, end, room and attendees, the '
+        f"panel's emails) and to `{INVITES}` as "
+        "three more invitations, UIDs I1 to I3."
+    )
+
+
+def change_message(setting: Setting) -> str:
+    name = next(p.name for p in setting.people if p.key == setting.changed_person)
+    return (
+        f"{name} just accepted an external call that lands on {setting.called}. I replaced "
+        f"`{calendar_path(setting.changed_person)}` with the current export. The invitations "
+        "have gone out, so please bring the schedule and the invitations up to date as the "
+        f"policy says for changes, and list every booking that moved in `{CHANGES}` with the "
+        "columns `id`, `old_start` and `new_start` (times as in the schedule)."
+    )
+
+
+def user(setting: Setting) -> UserState:
+    remote = next(p for p in setting.people if p.key == setting.remote)
+    first = remote.name.split()[0]
+    return UserState(
+        persona="Office manager who books the team's internal meetings each week.",
+        role="administrator",
+        latent_goals=[
+            "Meetings should land as early in the week as the calendars allow.",
+            "People who already have an invitation should be disturbed as little as possible.",
+        ],
+        knowledge_boundary=["does not know what the calendar app writes into the export"],
+        signal_plan=[
+            Signal(
+                trigger="agent asks about the time zone of the calendars",
+                reveals="office time is Paris time, UTC+01:00 all this week",
+            ),
+            Signal(
+                trigger=f"agent asks where {first} works: {first}'s office, city, time zone "
+                f"or working hours, New York or Chicago",
+                reveals=f"{remote.name} works from our Chicago office: his working hours are "
+                "09:00–17:00 Chicago time (America/Chicago)",
+            ),
+            Signal(
+                trigger="agent asks about a meeting listed twice, on two lines or rows with "
+                "different lengths in minutes: duplicate, conflicting or contradicting requests",
+                reveals=f"when a meeting id has more than one line in {REQUESTS}, the line "
+                "with the latest `updated` date is the request (book it where the first of "
+                "its lines stands); the older lines do not count",
+            ),
+            Signal(
+                trigger="agent asks whether to edit, change or send the calendars or invitations",
+                reveals="never edit anyone's calendar; I send the invitations from "
+                f"{INVITES} myself",
+            ),
+        ],
+    )
+
+
+# ---- the reference ---------------------------------------------------------------------------
+
+SOLVE = python_solution(
+    "book the week's meetings under policy.md (hard): rooms, zones, series, the loop, changes.",
+    r"""import csv, json, os
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+import openpyxl
+
+turn = int(os.environ.get("COWORK_TURN", "0"))
+with_loop = turn >= int(os.environ["LOOP_FROM_TURN"])
+changes = turn >= int(os.environ["CHANGES_FROM_TURN"])
+remote = os.environ["REMOTE"]  # the user's answer: he works from Chicago
+panels = [p.split(",") for p in os.environ["PANELS"].split("/")]  # from the turn-2 message
+PARIS = ZoneInfo("Europe/Paris")
+DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri"]
+
+def to_min(t):
+    h, m = t.split(":")
+    return int(h) * 60 + int(m)
+
+people = {}
+for r in csv.DictReader(open("people.csv", newline="")):
+    key = r["calendar"].split("/")[-1][:-4]
+    a, b = r["working_hours"].split("-")
+    zone = "America/Chicago" if key == remote else r["time_zone"]
+    people[key] = dict(email=r["email"], office=r["office"], zone=zone, team=r["team"],
+                       hours=(to_min(a), to_min(b)))
+by_email = {v["email"]: k for k, v in people.items()}
+
+def stamp(params, value):
+    if len(value) == 8:
+        return datetime.strptime(value, "%Y%m%d").replace(tzinfo=PARIS), True
+    t = datetime.strptime(value[:15], "%Y%m%dT%H%M%S")
+    if value.endswith("Z"):
+        return t.replace(tzinfo=timezone.utc), False
+    zone = "Europe/Paris"
+    for p in params:
+        if p.startswith("TZID="):
+            zone = p[5:]
+    return t.replace(tzinfo=ZoneInfo(zone)), False
+
+def vevents(path):
+    text = open(path, encoding="utf-8").read().replace("\r\n", "\n").replace("\n ", "")
+    out, ev = [], None
+    for line in text.split("\n"):
+        if line == "BEGIN:VEVENT":
+            ev = {}
+        elif line == "END:VEVENT":
+            out.append(ev)
+            ev = None
+        elif ev is not None and ":" in line:
+            head, value = line.split(":", 1)
+            name, *params = head.split(";")
+            ev.setdefault(name, []).append((params, value))
+    return out
+
+def office(t):
+    return t.astimezone(PARIS).replace(tzinfo=None)
+
+def busy_of(path, monday):
+    evs = vevents(path)
+    lo = monday.replace(tzinfo=PARIS)
+    hi = lo + timedelta(days=7)
+    moved = {}
+    for e in evs:
+        if "RECURRENCE-ID" in e:
+            moved[(e["UID"][0][1], stamp(*e["RECURRENCE-ID"][0])[0].astimezone(timezone.utc))] = e
+    spans = []
+    for e in evs:
+        if "RECURRENCE-ID" in e or e.get("STATUS", [("", "")])[0][1] == "CANCELLED":
+            continue
+        start, allday = stamp(*e["DTSTART"][0])
+        end, _ = stamp(*e["DTEND"][0])
+        free = e.get("TRANSP", [("", "")])[0][1] == "TRANSPARENT"
+        starts = [start]
+        if "RRULE" in e:
+            rule = dict(x.split("=") for x in e["RRULE"][0][1].split(";"))
+            byday = rule.get("BYDAY", "").split(",") if "BYDAY" in rule else []
+            until = stamp([], rule["UNTIL"])[0] if "UNTIL" in rule else None
+            count = int(rule["COUNT"]) if "COUNT" in rule else None
+            starts, n = [], 0
+            while True:
+                s = start + timedelta(days=n)  # wall clock of the event's zone
+                n += 1
+                if s >= hi or (count is not None and len(starts) >= count) or (until and s > until):
+                    break
+                code = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"][s.weekday()]
+                if byday and code not in byday:
+                    continue
+                if not byday and rule["FREQ"] == "WEEKLY" and s.weekday() != start.weekday():
+                    continue
+                starts.append(s)
+        skip = {stamp(p, v)[0].astimezone(timezone.utc) for p, v in e.get("EXDATE", [])}
+        for s in starts:
+            key = (e["UID"][0][1], s.astimezone(timezone.utc))
+            if key[1] in skip:
+                continue
+            if key in moved:
+                o = moved[key]
+                if o.get("STATUS", [("", "")])[0][1] == "CANCELLED":
+                    continue
+                if o.get("TRANSP", [("", "")])[0][1] == "TRANSPARENT":
+                    continue
+                span = (stamp(*o["DTSTART"][0])[0], stamp(*o["DTEND"][0])[0])
+            elif free:
+                continue
+            else:
+                span = (s, s + (end - start))
+            a, b = office(span[0]), office(span[1])
+            if b > monday and a < monday + timedelta(days=7):
+                spans.append((a, b))
+    return spans
+
+# the week: the middle one of the three weeks the exports cover
+firsts = []
+for k in people:
+    for e in vevents(f"calendars/{k}.ics"):
+        if "RRULE" not in e:
+            firsts.append(office(stamp(*e["DTSTART"][0])[0]))
+first = min(firsts)
+monday = datetime.combine((first - timedelta(days=first.weekday())).date(), datetime.min.time())
+monday += timedelta(days=7)
+busy = {k: busy_of(f"calendars/{k}.ics", monday) for k in people}
+
+wb = openpyxl.load_workbook("rooms.xlsx", read_only=True)
+rooms = [(str(n), int(s), v == "yes")
+         for n, s, v in wb["Rooms"].iter_rows(min_row=2, values_only=True)]
+taken = {n: [] for n, _s, _v in rooms}
+for n, d, a, b, _by in wb["Bookings"].iter_rows(min_row=2, values_only=True):
+    day = datetime.fromisoformat(str(d))
+    taken[n].append((day + timedelta(minutes=to_min(a)), day + timedelta(minutes=to_min(b))))
+
+lines, place = [], {}
+for r in csv.DictReader(open("requests.csv", newline="")):
+    if r["id"] not in place:
+        place[r["id"]] = len(lines)
+        lines.append(r)
+    elif r["updated"] > lines[place[r["id"]]]["updated"]:
+        lines[place[r["id"]]] = r  # the user: the line updated last is the request
+meetings = []
+for n, r in enumerate(lines):
+    who = []
+    for a in r["attendees"].split(";"):
+        if a.startswith("team:"):
+            keys = [k for k, v in people.items() if v["team"] == a[5:]]
+        else:
+            keys = [by_email[a]]
+        who += [k for k in keys if k not in who]
+    meetings.append(dict(id=r["id"], title=r["title"], people=sorted(who),
+                         minutes=int(r["minutes"]), days=r["days"].split(";"),
+                         priority=int(r["priority"]), after=r["after"], n=n))
+meetings.sort(key=lambda m: (m["priority"], m["n"]))
+
+def window(k, day):
+    z = ZoneInfo(people[k]["zone"])
+    mid = datetime.combine(day, datetime.min.time()).replace(tzinfo=z)
+    a, b = people[k]["hours"]
+    return office(mid + timedelta(minutes=a)), office(mid + timedelta(minutes=b))
+
+def hours_ok(who, s, e):
+    mid = datetime.combine(s.date(), datetime.min.time())
+    if s < mid + timedelta(hours=9) or e > mid + timedelta(hours=17):
+        return False
+    if s < mid + timedelta(hours=13) and mid + timedelta(hours=12) < e:
+        return False
+    return all(window(k, s.date())[0] <= s and e <= window(k, s.date())[1] for k in who)
+
+def overlaps(spans, s, e):
+    return any(s < b and a < e for a, b in spans)
+
+def person_free(k, s, e, plan, skip):
+    mine = [(b["s"], b["e"]) for i, b in plan.items() if i not in skip and k in b["people"]]
+    return not overlaps(busy[k] + mine, s, e)
+
+def room_free(room, s, e, plan, skip):
+    mine = [(b["s"], b["e"]) for i, b in plan.items() if i not in skip and b["room"] == room]
+    return not overlaps(taken[room] + mine, s, e)
+
+def fitting(who, extra=0, seats_of=None):
+    here = sum(1 for k in (seats_of or who) if people[k]["office"] == "Paris") + extra
+    video = any(people[k]["office"] != "Paris" for k in who)
+    ordered = sorted(rooms, key=lambda r: (r[1], r[0]))
+    return [n for n, s, v in ordered if s >= here and (v or not video)]
+
+def starts(days):
+    for i, d in enumerate(DAYS):
+        if d in days:
+            for minute in range(9 * 60, 17 * 60, 30):
+                yield monday + timedelta(days=i, minutes=minute)
+
+def m_fits(m, s, room, plan):
+    e = s + timedelta(minutes=m["minutes"])
+    if m["after"] and m["after"] in plan and s < plan[m["after"]]["e"]:
+        return False
+    return (hours_ok(m["people"], s, e) and room_free(room, s, e, plan, [m["id"]])
+            and all(person_free(k, s, e, plan, [m["id"]]) for k in m["people"]))
+
+def book(m, plan):
+    for s in starts(m["days"]):
+        for room in fitting(m["people"]):
+            if m_fits(m, s, room, plan):
+                end = s + timedelta(minutes=m["minutes"])
+                return dict(s=s, e=end, room=room, people=m["people"])
+    raise SystemExit(f"no slot for {m['id']}")
+
+ids = [f"I{n + 1}" for n in range(len(panels))]
+everyone = sorted({k for p in panels for k in p})
+biggest = max(panels, key=lambda p: sum(1 for k in p if people[k]["office"] == "Paris"))
+
+def loop_fits(s, room, plan):
+    e = s + timedelta(minutes=45 * len(panels))
+    if not hours_ok([], s, e) or not room_free(room, s, e, plan, ids):
+        return False
+    for n, p in enumerate(panels):
+        a, b = s + timedelta(minutes=45 * n), s + timedelta(minutes=45 * (n + 1))
+        if not hours_ok(p, a, b) or not all(person_free(k, a, b, plan, ids) for k in p):
+            return False
+    return True
+
+def book_loop(plan):
+    for s in starts(["Tue", "Wed", "Thu", "Fri"]):
+        for room in fitting(everyone, 1, biggest):
+            if loop_fits(s, room, plan):
+                return {i: dict(s=s + timedelta(minutes=45 * n),
+                                e=s + timedelta(minutes=45 * (n + 1)),
+                                room=room, people=panels[n]) for n, i in enumerate(ids)}
+    raise SystemExit("no slot for the loop")
+
+def fmt(t):
+    return t.strftime("%Y-%m-%dT%H:%M")
+
+moved = []
+if changes and os.path.exists("schedule.json"):
+    old = json.load(open("schedule.json"))
+    plan = {}
+    for i, b in {**old["meetings"], **old.get("interviews", {})}.items():
+        who = [by_email[x] for x in b["attendees"]]
+        plan[i] = dict(s=datetime.fromisoformat(b["start"]), e=datetime.fromisoformat(b["end"]),
+                       room=b["room"], people=sorted(who))
+    before = {i: dict(b) for i, b in plan.items()}
+    going = [m for m in meetings if not m_fits(m, plan[m["id"]]["s"], plan[m["id"]]["room"], plan)]
+    loop_going = with_loop and not loop_fits(plan["I1"]["s"], plan["I1"]["room"], plan)
+    for m in going:
+        del plan[m["id"]]
+    if loop_going:
+        for i in ids:
+            del plan[i]
+    for m in going:
+        plan[m["id"]] = book(m, plan)
+    if loop_going:
+        plan.update(book_loop(plan))
+    moved = [i for i in before
+             if (plan[i]["s"], plan[i]["room"]) != (before[i]["s"], before[i]["room"])]
+    with open("changes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "old_start", "new_start"])
+        for i in moved:
+            w.writerow([i, fmt(before[i]["s"]), fmt(plan[i]["s"])])
+else:
+    plan = {}
+    for m in meetings:
+        plan[m["id"]] = book(m, plan)
+    if with_loop:
+        plan.update(book_loop(plan))
+
+title = {m["id"]: m["title"] for m in meetings}
+title.update({i: f"Interview loop, session {n + 1}" for n, i in enumerate(ids)})
+out = {"meetings": {}, "interviews": {}}
+for i, b in plan.items():
+    entry = {"start": fmt(b["s"]), "end": fmt(b["e"]), "room": b["room"],
+             "attendees": [people[k]["email"] for k in b["people"]]}
+    out["interviews" if i.startswith("I") else "meetings"][i] = entry
+if not out["interviews"]:
+    del out["interviews"]
+json.dump(out, open("schedule.json", "w"), indent=2)
+ics = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//reference//EN"]
+for i, b in plan.items():
+    ics += ["BEGIN:VEVENT", "UID:" + i, "SUMMARY:" + title[i],
+            "DTSTART:" + b["s"].strftime("%Y%m%dT%H%M%S"),
+            "DTEND:" + b["e"].strftime("%Y%m%dT%H%M%S"),
+            "LOCATION:" + b["room"], "SEQUENCE:" + ("1" if i in moved else "0"), "END:VEVENT"]
+ics.append("END:VCALENDAR")
+open("invites.ics", "w", newline="").write("\r\n".join(ics) + "\r\n")
+""",
+    "LOOP_FROM_TURN",
+    "CHANGES_FROM_TURN",
+    "REMOTE",
+    "PANELS",
+)
+
+
+# ---- the family's hard draft and verifier ----------------------------------------------------
+
+
+def draft(params: FamilyParams) -> FamilyDraft:
+    setting = draw(params)
+    workspace = setting.files()
+    kinds = ["requirement_changed", "input_replaced"][: params.turns - 1]
+    turns: list[UserTurn] = []
+    if "requirement_changed" in kinds:
+        turns.append(requirement_turn(1, loop_message(setting), [SCHEDULE, INVITES]))
+    if "input_replaced" in kinds:
+        path = calendar_path(setting.changed_person)
+        turns.append(
+            input_turn(
+                2,
+                after_reply(2),
+                change_message(setting),
+                {path: setting.changed},
+                reason="calendar updated",
+                invalidates=[SCHEDULE, INVITES],
+            )
+        )
+    inputs = list(workspace)
+    return FamilyDraft(
+        slug=f"calendar-scheduling-{setting.week:%Y-%m-%d}-{params.seed}",
+        title=f"Book the team's meetings for the week of {setting.week:%d %B %Y}",
+        instruction=instruction(setting.week),
+        workspace=workspace,
+        solve_sh=fill_template(
+            SOLVE,
+            loop_from_turn=1 if "requirement_changed" in kinds else NEVER,
+            changes_from_turn=2 if "input_replaced" in kinds else NEVER,
+            remote=setting.remote,
+            panels="/".join(",".join(p) for p in setting.loop.panels),
+        ),
+        user=user(setting),
+        inputs=input_artifacts(
+            {
+                **{p: "other" for p in inputs if p.startswith("calendars/")},
+                PEOPLE_CSV: "csv",
+                REQUESTS: "csv",
+                ROOMS: "xlsx",
+                POLICY: "md",
+            }
+        ),
+        outputs=output_artifacts(
+            {SCHEDULE: "json", INVITES: "other", **({CHANGES: "csv"} if len(kinds) > 1 else {})},
+            inputs,
+        ),
+        turns=turns,
+        agent_timeout_sec=1800.0,
+    )
+
+
+def _task(built: BuilderOutput) -> Task:
+    """The loop and the remote colleague, from the package (the turn-2 message names the
+    panels; the answer names the colleague); a changed calendar when an input turn comes."""
+    directory = read_directory(built.workspace[PEOPLE_CSV])
+    remote = next(
+        k
+        for k, office in directory.office.items()
+        if office != "Paris" and directory.zone[k].startswith("America/")
+    )
+    loop = None
+    for turn in built.turns:
+        if turn.patch.kind == "requirement_changed":
+            loop = parse_loop(turn.patch.message, directory)
+    changes = any(t.patch.kind == "input_replaced" for t in built.turns)
+    return Task(loop, remote, changes)
+
+
+SESSION_RE = re.compile(r"session \d with (.+?)(?=; session|\. Book)")
+EMAIL_RE = re.compile(r"[\w.]+@[\w.-]*\w")
+
+
+def parse_loop(message: str, directory: Directory) -> Loop:
+    """The loop the turn-2 message asks for: the candidate and each session's panel."""
+    candidate = message.split(". ", 1)[1].split(" comes in")[0]
+    panels = [EMAIL_RE.findall(text) for text in SESSION_RE.findall(message)]
+    return Loop(candidate, tuple(tuple(sorted(directory.key_of[e] for e in p)) for p in panels))
+
+
+def verifier(built: BuilderOutput) -> VerifierOutput:
+    inputs = built.final_inputs()
+    task = _task(built)
+    plan, before = expected(built.workspace, inputs, task)
+    components: list[Component] = []
+    shifted = moved(before, plan) if before is not None else []
+    expect: dict[str, dict[str, object]] = {}
+    for item, b in plan.items():
+        start, end = (t.strftime("%Y-%m-%dT%H:%M") for t in (b.start, b.end))
+        group = "interviews" if item.startswith("I") else "meetings"
+        slug = item.lower()
+        expect[item] = {
+            "start": start,
+            "end": end,
+            "room": b.room,
+            "sequence": 1 if item in shifted else 0,
+        }
+        components += [
+            json_value(
+                f"{slug}_start",
+                SCHEDULE,
+                f"/{group}/{item}/start",
+                start,
+                f"{item} starts in its earliest slot under the policy",
+                weight=2,
+            ),
+            json_value(
+                f"{slug}_end",
+                SCHEDULE,
+                f"/{group}/{item}/end",
+                end,
+                f"{item} ends after its length",
+            ),
+            json_value(
+                f"{slug}_room",
+                SCHEDULE,
+                f"/{group}/{item}/room",
+                b.room,
+                f"{item} is in the smallest free room that fits",
+            ),
+        ]
+    if before is not None:
+        components += [
+            Component(
+                id="changes_layout",
+                weight=1,
+                check=TableColumns(path=CHANGES, columns=["id", "old_start", "new_start"]),
+                requirement="changes.csv columns",
+            ),
+            Component(
+                id="changes_rows",
+                weight=2,
+                check=RowCount(path=CHANGES, equals=len(shifted)),
+                requirement="one row per booking that moved, no more",
+            ),
+        ]
+        for item in shifted:
+            for column, when in (
+                ("old_start", before[item].start),
+                ("new_start", plan[item].start),
+            ):
+                components.append(
+                    Component(
+                        id=f"changes_{item.lower()}_{column}",
+                        weight=1,
+                        check=CsvValue(
+                            path=CHANGES,
+                            key_column="id",
+                            key=item,
+                            column=column,
+                            expected=when.strftime("%Y-%m-%dT%H:%M"),
+                        ),
+                        requirement=f"{item}: {column} in changes.csv",
+                    )
+                )
+    components.append(
+        Component(
+            id="invites_match_schedule",
+            weight=2,
+            check=CustomScript(script="check_invites.py"),
+            requirement="invites.ics: one VEVENT per booking (UID = id) at its slot, in its room, "
+            "with the policy's SEQUENCE",
+        )
+    )
+    kept = {p: inputs[p] for p in inputs}
+    spec = VerifierSpec(
+        components=components,
+        red_lines=[
+            inputs_unmodified(
+                "inputs_unmodified",
+                "calendars, the directory, the rooms, the requests and the policy are not the "
+                "agent's to edit",
+                kept,
+            )
+        ],
+        rubric=rubric(
+            "invitations_usable",
+            "The invitations are usable as sent: each has the meeting's title (or the "
+            "interview session) as its summary, and the schedule lists each booking's "
+            "attendees by email.",
+            [SCHEDULE, INVITES],
+        ),
+    )
+    private = {EXPECTED: expectations(expect), "check_invites.py": CHECK_INVITES.encode()}
+    return verifier_output(spec, kept, private)
+
+
+def readings(inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
+    """Back-to-back and ending at 17:00, each read the other way, for the meetings of turn
+    1 (the instruction settles both). A changed calendar leaves s0 unknown here, so a task
+    with one declares the readings of the meetings only as booked against the final inputs
+    when they agree with the rebooking (no reading otherwise)."""
+    if any(t.kind == "input_replaced" for t in turns):
+        return []
+    directory = read_directory(inputs[PEOPLE_CSV])
+    remote = next(
+        k
+        for k, office in directory.office.items()
+        if office != "Paris" and directory.zone[k].startswith("America/")
+    )
+    zones = {remote: CHICAGO}
+    base = _plain(inputs, Rules(zones=zones), Misreading())
+    apart = _plain(inputs, Rules(back_to_back=False, zones=zones), Misreading())
+    before = _plain(inputs, Rules(close_inclusive=False, zones=zones), Misreading())
+    found = []
+    for item in base or {}:
+        component = f"{item.lower()}_start"
+        found += [
+            Reading(
+                component=component,
+                subject="back-to-back",
+                values={"allowed": _text(base, item), "not allowed": _text(apart, item)},
+                phrases={
+                    "allowed": r"back-to-back (is|are) fine",
+                    "not allowed": r"no back-to-back",
+                },
+            ),
+            Reading(
+                component=component,
+                subject="17:00",
+                values={"inclusive": _text(base, item), "exclusive": _text(before, item)},
+                phrases={
+                    "inclusive": r"ending (exactly )?at 17:00 is fine",
+                    "exclusive": r"end before 17:00",
+                },
+            ),
+        ]
+    return found
+
+
+def _text(plan: Plan | None, item: str) -> str | None:
+    if plan is None or item not in plan:
+        return None
+    return plan[item].start.strftime("%Y-%m-%dT%H:%M")
+
+
+CHECK_INVITES = (
+    CHECK_PRELUDE
+    + r"""
+expected = json.loads((Path(__file__).parent / "expected_schedule.json").read_text())
+path = ws / "invites.ics"
+if not path.is_file():
+    report(0.0, "invites.ics is missing")
+text = path.read_text(encoding="utf-8", errors="replace").replace("\r\n ", "")
+header = [line.strip() for line in text.splitlines()[:12]]
+if "BEGIN:VCALENDAR" not in header or "VERSION:2.0" not in header:
+    report(0.0, "not an iCalendar 2.0 file (BEGIN:VCALENDAR, VERSION:2.0)")
+if not any(line.startswith("PRODID:") for line in header):
+    report(0.0, "the calendar has no PRODID")
+events, current = {}, None
+for line in text.replace("\r\n", "\n").split("\n"):
+    if line.strip() == "BEGIN:VEVENT":
+        current = {}
+    elif line.strip() == "END:VEVENT" and current is not None:
+        events[current.get("UID", "")] = current
+        current = None
+    elif current is not None and ":" in line:
+        head, value = line.split(":", 1)
+        current[head.split(";")[0].strip().upper()] = value.strip()
+
+def stamp(value):
+    return value.replace("-", "").replace(":", "")[:13]
+
+good, notes = 0, []
+for key, slot in expected.items():
+    event = events.get(key)
+    want = (stamp(slot["start"]), stamp(slot["end"]), slot["room"], str(slot["sequence"]))
+    if event is None:
+        notes.append(f"{key}: no VEVENT")
+        continue
+    got = (stamp(event.get("DTSTART", "")), stamp(event.get("DTEND", "")),
+           event.get("LOCATION", ""), event.get("SEQUENCE", "0") or "0")
+    if got != want:
+        notes.append(f"{key}: {got}, want {want}")
+    else:
+        good += 1
+extra = sorted(set(events) - set(expected))
+if extra:
+    notes.append(f"events for no booking: {extra}")
+score = good / (len(expected) + len(extra))
+report(score, "; ".join(notes) or f"all {good} invitations at their slots and rooms")
+"""
+)
+
+
+__all__ = [
+    "CHANGES",
+    "INVITES",
+    "PEOPLE_CSV",
+    "POLICY",
+    "REQUESTS",
+    "ROOMS",
+    "SCHEDULE",
+    "TRAPS",
+    "Misreading",
+    "Rules",
+    "Setting",
+    "Task",
+    "busy_intervals",
+    "draft",
+    "draw",
+    "expected",
+    "occurrences",
+    "parse_ics",
+    "readings",
+    "verifier",
+]
