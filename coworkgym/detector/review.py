@@ -39,7 +39,7 @@ from ..image.mounted import MountedImage
 from ..package.limits import zip_problem
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime, VerifyOutcome
-from ..runtime.workspace import apply_patch, copy_tree, materialize, snapshot
+from ..runtime.workspace import apply_patch, copy_tree, materialize, root_changes, snapshot
 from ..sandbox import SandboxResult
 from .audit import is_private
 from .defects import Defect, DefectCode
@@ -704,16 +704,20 @@ class _Probe:
 
 
 def tree_key(root: Path) -> str:
-    """A workspace state: every file's path, executable bit and content."""
+    """A workspace state: every file's path, executable bit and content, and the same of
+    what its runs wrote outside the working directory (deletions there too)."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            executable = "x" if path.stat().st_mode & 0o100 else "-"
-            rel = path.relative_to(root).as_posix()
-            digest.update(f"{rel}\0{executable}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        elif path.is_symlink():
-            digest.update(f"{path.relative_to(root).as_posix()}\0->{path.readlink()}\0".encode())
+    for base, prefix in ((root, ""), (root_changes(root), "/")):
+        for path in sorted(base.rglob("*")) if base.is_dir() else []:
+            rel = prefix + path.relative_to(base).as_posix()
+            if path.is_file() and not path.is_symlink():
+                executable = "x" if path.stat().st_mode & 0o100 else "-"
+                digest.update(f"{rel}\0{executable}\0".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            elif path.is_symlink():
+                digest.update(f"{rel}\0->{path.readlink()}\0".encode())
+            elif path.is_char_device():  # overlayfs' mark of a deleted image file
+                digest.update(f"{rel}\0deleted\0".encode())
     return digest.hexdigest()
 
 

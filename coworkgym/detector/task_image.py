@@ -7,9 +7,12 @@ file system; elsewhere it emulates the Dockerfile's WORKDIR and COPY lines on th
 ``build`` insists on the image (a machine that cannot build makes the task "could not
 run"); ``emulate`` never builds. In the image, each phase (the oracle as the agent, the
 verifier) has the network its task declares for it (``network_mode``, the phase's own
-override first), as Harbor's environment gives it; emulated phases have none. Our own Cowork
-packages always run as before: their image is the project's role sandbox, which the host's
-sandbox already mirrors.
+override first), as Harbor's environment gives it; emulated phases have none. The image's
+root is writable where an overlay can be mounted (``sandbox.overlay``), as Harbor's container
+is: what the solution writes to ``/output/`` is there for the verifier; elsewhere it is
+read-only and a phase that writes there "could not run". Our own Cowork packages always run
+as before: their image is the project's role sandbox, which the host's sandbox already
+mirrors.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from ..image.mounted import MountedImage, mounted
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
 from ..sandbox import BubblewrapSandbox, SandboxUnavailable
+from ..sandbox.bwrap import SANDBOX_HOST_UID
+from ..sandbox.overlay import hand_over_directories, overlay_unavailable
 from .audit import is_private
 from .defects import Defect, DefectCode
 from .environment_limits import PHASES, network_allowed
@@ -123,6 +128,11 @@ def placement(
             )
             inside.phase_sandboxes = {str(k): v for k, v in sandboxes.items()}
             inside.parallel = runtime.parallel
+            if overlay_unavailable() is None:
+                # the sandbox user stands in for Harbor's root (the working container's
+                # directories, never the image's)
+                hand_over_directories(image.rootfs, SANDBOX_HOST_UID)
+                inside.writable_root = True
             yield Placement(inside, image)
     except DockerfileBroken as exc:
         raise ImageInvalid(str(exc)) from exc
@@ -133,9 +143,9 @@ def placement(
 
 
 def _with_user_bin(env: dict[str, str]) -> dict[str, str]:
-    """The image's ENV, with the sandbox user's ``~/.local/bin`` last on PATH: the image's
-    root is read-only and its user is not root, so ``pip install`` in a phase falls back to
-    a user install there (HOME is /tmp), and its scripts (``pytest``) must still be found."""
+    """The image's ENV, with the sandbox user's ``~/.local/bin`` last on PATH: where the
+    image's root is read-only (no overlay), its user is not root, so ``pip install`` in a
+    phase falls back to a user install (HOME is /tmp), and its scripts must still be found."""
     path = env.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     return {**env, "PATH": f"{path}:/tmp/.local/bin"}
 

@@ -12,6 +12,12 @@ Mount plan (the same separation the Kubernetes Jobs use):
 
 ``phase_sandboxes``: a sandbox per phase ("agent", "verifier") where they differ — a task
 image's phases run with the network their task declares for each.
+
+``writable_root``: the phases run in a task image whose root is writable, as in Harbor's one
+container: the agent phase's writes outside the working directory (solve.sh, a step's
+setup.sh) are kept with the workspace (``root_changes``) from run to run; a verifier run sees
+them under a layer of its own that is thrown away, like its copy of the workspace, so
+nothing it writes reaches the state it scored or a later agent phase.
 """
 
 from __future__ import annotations
@@ -31,10 +37,18 @@ from typing import Any
 
 from ..package.harbor_ignore import uploaded
 from ..package.package import EnvironmentPackage
-from ..sandbox import Limits, Mount, Sandbox, SandboxResult, default_sandbox
+from ..sandbox import (
+    BubblewrapSandbox,
+    Limits,
+    Mount,
+    RootOverlay,
+    Sandbox,
+    SandboxResult,
+    default_sandbox,
+)
 from .batch import BATCH_ROOT, batch_dirs, batchable, driver_argv
 from .verifier_copy import CopyReport, copy_for_verifier
-from .workspace import apply_patch, write_files
+from .workspace import apply_patch, root_changes, write_files
 
 # Workspaces scored by one engine process at most (its time limit grows with the count),
 # and at least, when the batch is split across cores.
@@ -71,6 +85,7 @@ class LocalRuntime:
     ) -> None:
         self.sandbox = sandbox or default_sandbox()
         self.phase_sandboxes: dict[str, Sandbox] = {}
+        self.writable_root = False  # the sandboxes' image root, over an overlay per run
         self.solution_limits = solution_limits or Limits(timeout_s=300, memory_mb=2048)
         self.verifier_limits = verifier_limits or Limits(timeout_s=300, memory_mb=2048)
         self.sandbox_seconds = 0.0  # time spent inside sandboxes (for the benchmarks)
@@ -79,9 +94,16 @@ class LocalRuntime:
         self._counting = threading.Lock()  # verify_many runs sandboxes from threads
         self.parallel = max(1, len(os.sched_getaffinity(0)))  # verifier runs at once
 
-    def _run(self, *args: Any, phase: str = "agent", **kwargs: Any) -> SandboxResult:
+    def _run(
+        self, *args: Any, phase: str = "agent", root: RootOverlay | None = None, **kwargs: Any
+    ) -> SandboxResult:
         sandbox = self.phase_sandboxes.get(phase, self.sandbox)
-        result = sandbox.run(*args, **kwargs)
+        if root is not None and self.writable_root:
+            if not isinstance(sandbox, BubblewrapSandbox):
+                raise TypeError(f"a writable image root needs bubblewrap, not {sandbox!r}")
+            result = sandbox.run(*args, root=root, **kwargs)
+        else:
+            result = sandbox.run(*args, **kwargs)
         with self._counting:
             self.sandbox_seconds += result.duration_s
             self.sandbox_cpu_seconds += result.cpu_s or 0.0
@@ -118,6 +140,7 @@ class LocalRuntime:
                 [Mount(workspace, workdir, writable=True), harbor_logs(Path(tmp))],
                 limits=self.solution_limits,
                 cwd=workdir,
+                root=RootOverlay(root_changes(workspace)),
             )
 
     def run_script(
@@ -140,6 +163,7 @@ class LocalRuntime:
                 limits=self.solution_limits,
                 env={**(env or {}), "COWORK_TURN": str(turn), "COWORK_WORKSPACE": workdir},
                 cwd=workdir,
+                root=RootOverlay(root_changes(workspace)),
             )
 
     def run_reference(
@@ -179,7 +203,10 @@ class LocalRuntime:
             all_logs = harbor_logs(root)
             logs = all_logs.source / "verifier"
             copied = copy_for_verifier(workspace, ws, workdir)
-            mounts = [Mount(ws, workdir, writable=True), Mount(tests, "/tests"), all_logs]
+            # Harbor uploads /tests into the container, where a verifier may write its score
+            # beside them; a fresh copy each run, so writable where the root is
+            tests_mount = Mount(tests, "/tests", writable=self.writable_root)
+            mounts = [Mount(ws, workdir, writable=True), tests_mount, all_logs]
             env = {
                 "COWORK_WORKSPACE": workdir,
                 "COWORK_TESTS_DIR": "/tests",
@@ -192,6 +219,7 @@ class LocalRuntime:
                     (extra / f"{name}.json").write_text(json.dumps(data))
                     env[f"COWORK_{name.upper()}"] = f"/cowork-extra/{name}.json"
             mounts.append(Mount(extra, "/cowork-extra"))
+            kept = root_changes(workspace)
             run = self._run(
                 ["bash", "/tests/test.sh"],
                 mounts,
@@ -199,6 +227,7 @@ class LocalRuntime:
                 limits=self.verifier_limits,
                 env={**pkg.config.verifier.env, **_step_verifier_env(pkg, step), **env},
                 cwd="/tests",
+                root=RootOverlay(root / "root-changes", (kept,) if kept.is_dir() else ()),
             )
             return dataclasses.replace(read_outcome(logs, run), copied=copied)
 

@@ -3,12 +3,17 @@
 A Cowork package keeps s0 under ``environment/workspace/``. A plain Harbor task keeps it in
 its Dockerfile's build context; we emulate the Dockerfile's WORKDIR and COPY lines (RUN
 lines cannot run without a container engine and are reported as skipped).
+
+A workspace in a task image whose root is writable (``LocalRuntime.writable_root``) has a
+second part: what its runs wrote outside the working directory (``/output/``, say), kept in
+``root_changes(workspace)`` beside it; ``copy_tree`` copies both.
 """
 
 from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -133,6 +138,17 @@ def snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
+def root_changes(workspace: Path) -> Path:
+    """Where what the workspace's runs wrote outside the working directory is kept: an
+    overlay's upper directory (``sandbox.overlay``), beside the workspace, hidden."""
+    return workspace.with_name(f".{workspace.name}.root-changes")
+
+
 def copy_tree(src: Path, dest: Path) -> Path:
+    """A copy of the workspace ``src`` (and of its root changes, when it has any)."""
     shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    changes = root_changes(src)
+    if changes.is_dir():
+        # cp -a keeps what overlayfs marks deletions with (0/0 devices, xattrs) and owners
+        subprocess.run(["cp", "-a", f"{changes}/.", str(root_changes(dest))], check=True)
     return dest

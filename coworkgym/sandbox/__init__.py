@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from .base import Limits, Mount, Sandbox, SandboxResult, SandboxUnavailable
 from .bwrap import BubblewrapSandbox, default_sandbox
+from .overlay import RootOverlay
 
 __all__ = [
     "BubblewrapSandbox",
     "Limits",
     "Mount",
+    "RootOverlay",
     "Sandbox",
     "SandboxResult",
     "SandboxUnavailable",

@@ -11,6 +11,9 @@ Why these choices:
   network instead, with the host's ``/etc/resolv.conf`` and ``/etc/hosts``.
 - Only ``/usr`` (plus the merged-usr symlinks) and ``/etc`` of the host are visible,
   read-only; everything else is an explicit Mount.
+- A task image's root (``rootfs``) is read-only too, unless a run brings a ``RootOverlay``
+  (``overlay``): then it is writable, as in Harbor's container, and what the run writes
+  there lands in the overlay's own directory, never in the image.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import structlog
 
 from .base import Limits, Mount, SandboxResult, SandboxUnavailable
 from .cgroups import RunCgroup
+from .overlay import RootOverlay, mounted_root
 
 log = structlog.get_logger(__name__)
 
@@ -45,8 +49,9 @@ BASE_ENV = {
 
 class BubblewrapSandbox:
     """``rootfs``: run in that root file system (a task image's, mounted) instead of the
-    host's ``/usr`` and ``/etc``; it is read-only inside, like the host's, and ``env`` (the
-    image's ENV) is the base environment there. ``network``: share the machine's network."""
+    host's ``/usr`` and ``/etc``; it is read-only inside, like the host's (writable over an
+    overlay: ``run(root=...)``), and ``env`` (the image's ENV) is the base environment
+    there. ``network``: share the machine's network."""
 
     def __init__(
         self,
@@ -72,11 +77,12 @@ class BubblewrapSandbox:
                     "sandbox needs to drop root inside it"
                 )
 
-    def _rootfs_args(self) -> list[str]:
-        if self.rootfs is not None:
+    def _rootfs_args(self, writable_root: Path | None) -> list[str]:
+        if writable_root is not None or self.rootfs is not None:
             # Bound writable so bwrap can make mount points in it (the caller's own working
-            # container, never the image), then remounted read-only once they exist.
-            args = ["--bind", str(self.rootfs), "/"]
+            # container or the run's overlay, never the image); the container is remounted
+            # read-only once they exist.
+            args = ["--bind", str(writable_root or self.rootfs), "/"]
             return [*args, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for top in ("bin", "sbin", "lib", "lib64", "lib32"):
@@ -88,16 +94,22 @@ class BubblewrapSandbox:
         return [*args, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
 
     def command(
-        self, argv: Sequence[str], mounts: Sequence[Mount], env: Mapping[str, str], cwd: str
+        self,
+        argv: Sequence[str],
+        mounts: Sequence[Mount],
+        env: Mapping[str, str],
+        cwd: str,
+        writable_root: Path | None = None,
     ) -> list[str]:
-        """The full command line (exposed for tests and for debugging a failed run)."""
+        """The full command line (exposed for tests and for debugging a failed run);
+        ``writable_root``: the run's overlay of ``rootfs``, mounted, left writable."""
         cmd = [str(self.bwrap), "--unshare-ipc", "--unshare-pid"]
         cmd += [] if self.network else ["--unshare-net"]
         cmd += ["--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:  # an unprivileged caller needs a user namespace to mount
             cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         cmd += ["--die-with-parent", "--new-session", "--clearenv"]
-        cmd += self._rootfs_args()
+        cmd += self._rootfs_args(writable_root)
         made = {"/", "/usr", "/etc", "/tmp", "/proc", "/dev"}
         for mount in sorted(mounts, key=lambda m: m.target.count("/")):
             # bwrap would create missing parents as root-only (0700) directories
@@ -112,7 +124,7 @@ class BubblewrapSandbox:
             for name in ("resolv.conf", "hosts"):
                 if Path("/etc", name).is_file():
                     cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        if self.rootfs is not None:
+        if self.rootfs is not None and writable_root is None:
             cmd += ["--remount-ro", "/"]
         for key, value in {**BASE_ENV, **self.env, "HOME": BASE_ENV["HOME"], **env}.items():
             cmd += ["--setenv", key, value]
@@ -131,6 +143,27 @@ class BubblewrapSandbox:
         limits: Limits = Limits(),  # noqa: B008 - immutable
         env: Mapping[str, str] | None = None,
         cwd: str = "/",
+        root: RootOverlay | None = None,
+    ) -> SandboxResult:
+        """``root``: make the image's root writable for this run, its writes kept in
+        ``root.changes`` (needs ``rootfs`` and root; see ``overlay``)."""
+        if root is None:
+            return self._run(argv, mounts, limits, env or {}, cwd)
+        if self.rootfs is None:
+            raise ValueError("a writable root is an overlay of an image's root (rootfs)")
+        with mounted_root(self.rootfs, root) as (mount_first, merged):
+            return self._run(argv, mounts, limits, env or {}, cwd, mount_first, merged, root)
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        mounts: Sequence[Mount],
+        limits: Limits,
+        env: Mapping[str, str],
+        cwd: str,
+        mount_first: Sequence[str] = (),
+        merged: Path | None = None,
+        root: RootOverlay | None = None,
     ) -> SandboxResult:
         for mount in mounts:
             if not mount.source.exists():
@@ -143,6 +176,8 @@ class BubblewrapSandbox:
 
         disk_limit = limits.max_disk_mb * 1024 * 1024 if limits.max_disk_mb else None
         writable = [m.source for m in mounts if m.writable]
+        if root is not None:
+            writable.append(root.changes)
 
         def in_child() -> None:
             if cgroup.active:
@@ -154,7 +189,7 @@ class BubblewrapSandbox:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (disk_limit, disk_limit))
 
         proc = subprocess.Popen(
-            self.command(argv, mounts, env or {}, cwd),
+            [*mount_first, *self.command(argv, mounts, env, cwd, merged)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
