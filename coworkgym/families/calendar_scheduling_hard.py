@@ -50,6 +50,7 @@ with exact values recomputed from the inputs.
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 import re
@@ -346,6 +347,13 @@ def rooms_xlsx(rooms: Sequence[Room], bookings: Sequence[tuple[str, datetime, da
 
 
 def read_rooms(data: bytes) -> tuple[list[Room], dict[str, list[Interval]]]:
+    rooms, taken = _read_rooms(data)
+    return list(rooms), {name: list(spans) for name, spans in taken.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _read_rooms(data: bytes) -> tuple[list[Room], dict[str, list[Interval]]]:
+    """The workbook read once per draft (the draw reads it many times); callers copy."""
     book = openpyxl.load_workbook(io.BytesIO(data), read_only=True)
     rooms = [
         Room(str(name), int(str(seats)), str(video) == "yes")
@@ -642,8 +650,16 @@ class World:
     rooms: list[Room]
     room_taken: dict[str, list[Interval]]
     rules: Rules = field(default_factory=Rules)
+    _windows: dict[tuple[str, date], Interval] = field(default_factory=dict, repr=False)
 
     def window(self, person: str, day: date) -> Interval:
+        """The person's working hours that day, in office time."""
+        key = (person, day)
+        if key not in self._windows:
+            self._windows[key] = self._window(person, day)
+        return self._windows[key]
+
+    def _window(self, person: str, day: date) -> Interval:
         start, end = self.directory.hours[person]
         zone = ZoneInfo(self.rules.zones.get(person, self.directory.zone[person]))
         midnight = datetime.combine(day, datetime.min.time(), zone)
@@ -658,15 +674,24 @@ def world_of(inputs: Mapping[str, bytes], rules: Rules, misreading: Misreading =
     calendars = {k: inputs[calendar_path(k)] for k in directory.zone}
     week = week_of(calendars.values())
     rooms, taken = read_rooms(inputs[ROOMS])
-    busy = {
-        k: busy_intervals(parse_ics(c, misreading), week, misreading) for k, c in calendars.items()
-    }
+    busy = {k: list(_busy(c, week, misreading)) for k, c in calendars.items()}
     return World(week, busy, directory, rooms, taken, rules)
+
+
+@functools.lru_cache(maxsize=512)
+def _busy(data: bytes, week: date, misreading: Misreading) -> tuple[Interval, ...]:
+    """A calendar's busy time, read once per draft: the draw reads each export many times."""
+    return tuple(busy_intervals(_parsed(data, misreading), week, misreading))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(data: bytes, misreading: Misreading) -> tuple[Event, ...]:
+    return tuple(parse_ics(data, misreading))
 
 
 def week_of(calendars: Iterable[bytes]) -> date:
     """The Monday of the week to book: the middle of the three weeks every export covers."""
-    first = min(_office(e.start) for c in calendars for e in parse_ics(c) if not e.rule)
+    first = min(_office(e.start) for c in calendars for e in _parsed(c, CORRECT) if not e.rule)
     monday = (first - timedelta(days=first.weekday())).date()
     return monday + timedelta(days=7)
 
@@ -1298,7 +1323,13 @@ slot by sections 3–5, given everything that stays. Their invitations go out ag
 """
 
 
-def instruction(week: date) -> str:
+def instruction(week: date, changes: bool) -> str:
+    later = ""
+    if changes:
+        later = (
+            "\nIf I tell you an input changed after the invitations went out, follow the "
+            f"policy's section on changes and list\nevery booking that moved in `{CHANGES}`.\n"
+        )
     return f"""\
 Please book the internal meetings of the week of {week:%A %d %B %Y}. Everything is in
 the workspace: the calendar exports in `calendars/`, the team directory `{PEOPLE_CSV}`,
@@ -1317,7 +1348,7 @@ Create:
 
 Do not edit the input files. If the files contradict each other on something the policy
 depends on, ask me which to trust before you book.
-"""
+{later}"""
 
 
 def loop_message(setting: Setting) -> str:
@@ -1369,10 +1400,11 @@ def user(setting: Setting) -> UserState:
                 reveals="office time is Paris time, UTC+01:00 all this week",
             ),
             Signal(
-                trigger=f"agent asks where {first} works: {first}'s office, city, time zone "
-                f"or working hours, New York or Chicago",
-                reveals=f"{remote.name} works from our Chicago office: his working hours are "
-                "09:00–17:00 Chicago time (America/Chicago)",
+                trigger=f"agent asks where {first} works: {first}'s office, city, zone "
+                "or working hours, New York or Chicago",
+                reveals=f"{remote.name} works from our Chicago office: his working hours, "
+                f"{_hm(remote.hours[0])}–{_hm(remote.hours[1])}, are Chicago time "
+                "(America/Chicago)",
             ),
             Signal(
                 trigger="agent asks about a meeting listed twice, on two lines or rows with "
@@ -1701,14 +1733,14 @@ def draft(params: FamilyParams) -> FamilyDraft:
                 change_message(setting),
                 {path: setting.changed},
                 reason="calendar updated",
-                invalidates=[SCHEDULE, INVITES],
+                invalidates=[SCHEDULE, INVITES, CHANGES],
             )
         )
     inputs = list(workspace)
     return FamilyDraft(
         slug=f"calendar-scheduling-{setting.week:%Y-%m-%d}-{params.seed}",
         title=f"Book the team's meetings for the week of {setting.week:%d %B %Y}",
-        instruction=instruction(setting.week),
+        instruction=instruction(setting.week, "input_replaced" in kinds),
         workspace=workspace,
         solve_sh=fill_template(
             SOLVE,
