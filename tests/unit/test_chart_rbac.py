@@ -70,3 +70,55 @@ def test_every_watched_resource_may_be_listed_and_watched() -> None:
 def test_nothing_secret_is_watched_or_readable(resource: tuple[str, str]) -> None:
     assert resource not in watched()
     assert not {"get", "list", "watch"} & chart_rights().get(resource, set())
+
+
+# what the TrainingRun controller creates, by kind: (API group, resource)
+TRAINING_KINDS = {
+    "Job": ("batch", "jobs"),
+    "RayJob": ("ray.io", "rayjobs"),
+    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
+    "Deployment": ("apps", "deployments"),
+    "Service": ("", "services"),
+    "RolloutBatch": ("coworkgym.dev", "rolloutbatches"),
+}
+
+
+def test_every_child_of_a_training_run_may_be_created() -> None:
+    """Built by the controller's own builders: the training Job and its NetworkPolicy, the
+    RayJob, a round's server, its policy and its RolloutBatch (deleted too, but for the
+    batches: the garbage collector removes those with the run)."""
+    from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
+    from coworkgym_operator.training.api.types import TrainingRunSpec
+    from coworkgym_operator.training.builders.network import training_policy
+    from coworkgym_operator.training.builders.rayjob import build_rayjob
+    from coworkgym_operator.training.builders.rounds import (
+        round_batch,
+        serving_deployment,
+        serving_policy,
+        serving_service,
+    )
+    from coworkgym_operator.training.builders.run import training_job
+    from coworkgym_operator.training.settings import TrainingSettings
+
+    settings = TrainingSettings()
+    spec = {"objective": "grpo", "model": "s3://m/tiny", "rounds": 2, "output": {"uri": "s3://o"},
+            "rollout": {"environments": {"names": ["env-a"]}}}  # fmt: skip
+    run = {"metadata": {"name": "tiny", "namespace": "ml", "uid": "u-1"}, "spec": spec}
+    one_run = {**run, "spec": {**spec, "rounds": 1, "data": {"uri": "s3://d/t.jsonl"}}}
+    parsed = TrainingRunSpec.model_validate(spec)
+    environments = [ResolvedEnvironment(name="env-a", uri="s3://r/env-a")]
+    children = [
+        training_policy(run, settings),
+        training_job(run, parsed, "s3://d/kept.jsonl", 1, settings),
+        build_rayjob(one_run, settings),
+        serving_policy(run, settings),
+        serving_deployment(run, parsed, 0, "s3://m/tiny", settings),
+        serving_service(run, 0),
+        round_batch(run, parsed, 0, 1, "http://10.0.0.9:8000/v1", environments, None),
+    ]
+    assert {child["kind"] for child in children} == set(TRAINING_KINDS)
+    rights = chart_rights()
+    for child in children:
+        resource = TRAINING_KINDS[child["kind"]]
+        verbs = {"create"} if child["kind"] == "RolloutBatch" else {"create", "delete"}
+        assert verbs <= rights.get(resource, set()), f"{child['kind']}: {verbs}"

@@ -219,6 +219,8 @@ def test_every_values_key_is_in_the_schema(schema: Schema, values: dict[str, Any
         "serviceAccount.annotations",
         "sandbox.nodeSelector",
         "training.nodeSelector",
+        "training.networkPolicy.dns.podSelector",
+        "training.networkPolicy.kuberay.podSelector",
         "networkPolicy.gateway.podSelector",
         "networkPolicy.gateway.dns.podSelector",
         "networkPolicy.objectStore.dns.podSelector",

@@ -214,3 +214,31 @@ def test_the_settings_read_the_charts_variables(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("COWORKGYM_OPERATOR_SELECTOR", "operator")
     with pytest.raises(ValueError, match="COWORKGYM_OPERATOR_SELECTOR='operator': expected"):
         TrainingSettings.from_env()
+    monkeypatch.delenv("COWORKGYM_OPERATOR_SELECTOR")
+
+
+def test_the_fence_and_the_scheduling_deadline_come_from_the_chart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = TrainingSettings.from_env()
+    assert defaults.scheduling_deadline_seconds == 900.0
+    assert (defaults.dns_labels, defaults.dns_namespace, defaults.dns_cidrs) == (
+        {"k8s-app": "kube-dns"}, "kube-system", ())  # fmt: skip
+    assert defaults.kuberay_labels == {"app.kubernetes.io/name": "kuberay-operator"}
+    monkeypatch.setenv("COWORKGYM_TRAINING_SCHEDULING_DEADLINE_SECONDS", "60")
+    monkeypatch.setenv("COWORKGYM_TRAINING_DNS_SELECTOR", "k8s-app=node-local-dns")
+    monkeypatch.setenv("COWORKGYM_TRAINING_DNS_NAMESPACE", "dns")
+    monkeypatch.setenv("COWORKGYM_TRAINING_DNS_CIDRS", '["10.244.0.1/32"]')
+    monkeypatch.setenv("COWORKGYM_TRAINING_KUBERAY_SELECTOR", "app=kuberay")
+    monkeypatch.setenv("COWORKGYM_TRAINING_KUBERAY_NAMESPACE", "ray-system")
+    settings = TrainingSettings.from_env()
+    assert settings.scheduling_deadline_seconds == 60.0
+    assert (settings.dns_labels, settings.dns_namespace, settings.dns_cidrs) == (
+        {"k8s-app": "node-local-dns"}, "dns", ("10.244.0.1/32",))  # fmt: skip
+    assert settings.kuberay_labels == {"app": "kuberay"}
+    assert settings.kuberay_namespace == "ray-system"
+    monkeypatch.setenv("COWORKGYM_TRAINING_DNS_CIDRS", "10.244.0.1/32")
+    with pytest.raises(
+        ValueError, match=r"COWORKGYM_TRAINING_DNS_CIDRS='10\.244\.0\.1/32' is not JSON"
+    ):
+        TrainingSettings.from_env()

@@ -6,13 +6,14 @@ plan for the same observation (idempotent)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from coworkgym_operator.core.observe import JobObservation
-from coworkgym_operator.core.pods import PodStart
+from coworkgym_operator.core.pods import PodProblem, PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
 from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
@@ -61,6 +62,10 @@ def started() -> PodStart:
     return PodStart(started=True, scheduled=True)
 
 
+# the run's children once its training Job is made
+TRAINING_CHILDREN = frozenset({"NetworkPolicy/tiny-training", "Job/tiny-train-1"})
+
+
 def to_training(run: dict[str, Any]) -> TrainingPlan:
     """Through the data step of an s3:// dataset."""
     step(run)
@@ -81,7 +86,8 @@ def test_a_dataset_is_checked_by_a_job_before_training() -> None:
     plan = to_training(run_of())
     assert cond(plan, "DataReady")["reason"] == "DatasetFound"
     assert ("Job", "tiny-check-data") in plan.delete
-    assert [c["metadata"]["name"] for c in plan.create] == ["tiny-train-1"]
+    # the run's training NetworkPolicy first, so that its pod never runs unfenced
+    assert [c["metadata"]["name"] for c in plan.create] == ["tiny-training", "tiny-train-1"]
     assert plan.status["backend"] == "Job" and plan.status["starts"] == 1
     assert plan.status["dataUri"] == "s3://data/trajectories.jsonl"
 
@@ -123,7 +129,7 @@ def test_a_batch_reference_waits_for_the_batch_then_trains_on_what_it_kept() -> 
     plan = step(run, batch=done)
     assert plan.status["dataUri"] == "s3://o/b/kept.jsonl"
     assert cond(plan, "DataReady")["reason"] == "BatchComplete"
-    assert plan.create[0]["kind"] == "Job"
+    assert [m["kind"] for m in plan.create] == ["NetworkPolicy", "Job"]
 
 
 @pytest.mark.parametrize(
@@ -164,7 +170,7 @@ def test_progress_metrics_and_checkpoint_come_from_the_pods_report() -> None:
         run,
         train_job=job("tiny-train-1", "running", start=started()),
         report=report,
-        existing_children=frozenset({"Job/tiny-train-1"}),
+        existing_children=TRAINING_CHILDREN,
     )
     assert plan.status["phase"] == "Running"
     assert cond(plan, "Running")["status"] == "True"
@@ -227,21 +233,97 @@ def test_job_failures_name_the_lifecycle_field(job_reason: str, reason: str, fie
     assert cond(plan, "Failed")["message"].startswith(field)
 
 
-def test_a_training_pod_that_cannot_start_fails_the_run() -> None:
-    from coworkgym_operator.core.pods import PodProblem
+def pending(seconds: float, problem: PodProblem | None) -> JobObservation:
+    """tiny-train-1, made ``seconds`` ago, its pod not started (``problem``: why)."""
+    return JobObservation("tiny-train-1", "running", created_at=NOW - timedelta(seconds=seconds),
+                          start=PodStart(problem=problem))  # fmt: skip
 
+
+NO_CPU = PodProblem("Unschedulable", "Unschedulable",
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                    "available: 1 No preemption victims found for incoming pod.")  # fmt: skip
+
+
+def test_an_unschedulable_training_pod_waits_with_the_schedulers_reason_until_the_deadline() -> (
+    None
+):
     run = run_of()
     to_training(run)
-    gpu = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu"
-    problem = PodProblem("Unschedulable", "Unschedulable", gpu)
-    stuck = JobObservation(
-        "tiny-train-1", "running", created_at=NOW - timedelta(seconds=600),
-        start=PodStart(problem=problem),
-    )  # fmt: skip
-    plan = step(run, train_job=stuck)
+    plan = step(run, train_job=pending(600, NO_CPU), existing_children=TRAINING_CHILDREN)
+    running = cond(plan, "Running")
+    assert (running["status"], running["reason"]) == ("Unknown", "PodPending")
+    assert running["message"] == (
+        "the training pod cannot start yet: Unschedulable (Unschedulable: 0/1 nodes are "
+        "available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption "
+        "victims found for incoming pod.); it is waited for until 2026-12-01T10:05:00Z "
+        "(training.schedulingDeadlineSeconds: 900 s), then the run fails"
+    )
+    assert plan.status["phase"] == "Starting" and cond(plan, "Failed")["status"] == "False"
+    assert plan.status["message"].startswith("starting Job tiny-train-1: the training pod cannot")
+    assert plan.events == [("Normal", "PodPending", running["message"])]  # not a Warning
+    assert not plan.delete and not plan.create
+    # the same wait seen again later (a pod event, a resync): nothing new to say or do
+    later = TrainingObserved(train_job=pending(600, NO_CPU), existing_children=TRAINING_CHILDREN,
+                             now=NOW + timedelta(seconds=200))  # fmt: skip
+    again = reconcile_training(run, later, SETTINGS)
+    assert again.status == plan.status and not again.events and not again.delete
+    # past the deadline: Failed, in the scheduler's words, and the pending pod goes
+    past = replace(later, now=NOW + timedelta(seconds=300))
+    plan = reconcile_training(run, past, SETTINGS)
+    failed = cond(plan, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "PodCannotStart")
+    assert failed["message"].startswith(
+        "the training pod did not start within 900 s: Unschedulable (Unschedulable: 0/1 nodes "
+        "are available: 1 Insufficient cpu."
+    )
+    assert plan.delete == [("Job", "tiny-train-1")]  # once
+    assert plan.events[-1][:2] == ("Warning", "PodCannotStart")
+
+
+def test_the_scheduling_deadline_is_a_setting() -> None:
+    run = run_of()
+    to_training(run)
+    quick = replace(SETTINGS, scheduling_deadline_seconds=300.0)
+    observed = TrainingObserved(train_job=pending(301, NO_CPU), now=NOW,
+                                existing_children=TRAINING_CHILDREN)  # fmt: skip
+    plan = reconcile_training(run, observed, quick)
+    assert cond(plan, "Failed")["message"].startswith("the training pod did not start within 300 s")
+
+
+def test_a_pod_that_starts_before_the_deadline_trains() -> None:
+    run = run_of()
+    to_training(run)
+    step(run, train_job=pending(600, NO_CPU), existing_children=TRAINING_CHILDREN)
+    plan = step(run, train_job=job("tiny-train-1", "running", start=started()),
+                existing_children=TRAINING_CHILDREN)  # fmt: skip
+    running = cond(plan, "Running")
+    assert (running["status"], running["reason"]) == ("True", "Training")
+    assert plan.status["phase"] == "Running" and not plan.delete
+
+
+def test_an_image_that_cannot_be_pulled_fails_after_the_start_grace_not_the_deadline() -> None:
+    run = run_of()
+    to_training(run)
+    pull = PodProblem("ImagePull", "ErrImagePull", "pull access denied")
+    plan = step(run, train_job=pending(60, pull), existing_children=TRAINING_CHILDREN)
+    assert cond(plan, "Running")["reason"] == "PodPending"
+    assert "(operator.stageStartGraceSeconds: 120 s)" in cond(plan, "Running")["message"]
+    plan = step(run, train_job=pending(121, pull), existing_children=TRAINING_CHILDREN)
     assert cond(plan, "Failed")["reason"] == "PodCannotStart"
-    assert "Insufficient nvidia.com/gpu" in cond(plan, "Failed")["message"]
-    assert plan.delete == [("Job", "tiny-train-1")]  # the pending pod goes, once
+    assert cond(plan, "Failed")["message"] == (
+        "the training pod did not start within 120 s: ImagePull (ErrImagePull: pull access denied)"
+    )
+
+
+def test_a_pod_the_scheduler_has_not_looked_at_yet_says_nothing_until_the_deadline() -> None:
+    run = run_of()
+    to_training(run)
+    plan = step(run, train_job=pending(5, None), existing_children=TRAINING_CHILDREN)
+    assert cond(plan, "Running")["reason"] == "Starting" and not plan.events
+    plan = step(run, train_job=pending(901, None), existing_children=TRAINING_CHILDREN)
+    assert cond(plan, "Failed")["message"] == (
+        "the training pod did not start within 900 s: its pod was not scheduled"
+    )
 
 
 def test_suspend_deletes_the_job_and_resume_starts_a_new_one() -> None:
@@ -258,7 +340,7 @@ def test_suspend_deletes_the_job_and_resume_starts_a_new_one() -> None:
     assert not plan.create
     assert step(run).status["phase"] == "Suspended"  # stays, nothing more to do
     run["spec"]["suspend"] = False
-    plan = step(run)
+    plan = step(run, existing_children=frozenset({"NetworkPolicy/tiny-training"}))
     assert [c["metadata"]["name"] for c in plan.create] == ["tiny-train-2"]
     assert plan.status["starts"] == 2 and plan.status["phase"] == "Starting"
     assert plan.status["checkpointUri"] == "s3://runs/tiny/checkpoints/step-3"
@@ -268,9 +350,7 @@ def test_the_same_observation_gives_the_same_plan() -> None:
     run = run_of()
     to_training(run)
     observed = TrainingObserved(
-        train_job=job("tiny-train-1", "missing"),
-        existing_children=frozenset({"Job/tiny-train-1"}),
-        now=NOW,
+        train_job=job("tiny-train-1", "missing"), existing_children=TRAINING_CHILDREN, now=NOW
     )
     first = reconcile_training(run, observed, SETTINGS)
     second = reconcile_training(run, observed, SETTINGS)
@@ -283,8 +363,9 @@ def test_where_kuberay_is_installed_the_run_is_a_rayjob() -> None:
     step(run)
     found = {"ok": True, "found": True}
     plan = step(run, check_job=job("tiny-check-data", "succeeded", found), ray_available=True)
-    (rayjob,) = plan.create
+    policy, rayjob = plan.create
     assert rayjob["kind"] == "RayJob" and plan.status["backend"] == "RayJob"
+    assert policy["metadata"]["name"] == "tiny-training"  # fences the head and workers
     running = {"status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}}
     plan = step(run, rayjob=running, report={"step": 2, "totalSteps": 4}, ray_available=True)
     assert plan.status["phase"] == "Running" and plan.status["progress"]["summary"] == "2/4"
@@ -434,3 +515,17 @@ def test_a_run_whose_step_does_not_advance_says_so() -> None:
     )
     plan = reconcile_training(run, observed, SETTINGS)
     assert plan.status["message"] == "training, step 4; no new step for 40 min"
+
+
+# ---- when the controller looks again -------------------------------------------------------
+def test_a_pending_pod_is_looked_at_again_at_its_deadline_not_polled() -> None:
+    """Between the pod's events (its watch wakes the run: scheduled, started), only the
+    deadline: one wake-up, not the reconcile interval nor the progress reads."""
+    from coworkgym_operator.training.handlers import SETTINGS as HANDLERS_SETTINGS
+    from coworkgym_operator.training.handlers import _clock
+
+    deadline = HANDLERS_SETTINGS.scheduling_deadline_seconds
+    observed = TrainingObserved(train_job=pending(600, NO_CPU), now=NOW)
+    assert _clock(observed) == pytest.approx(deadline - 600 + 0.1)
+    running = TrainingObserved(train_job=job("tiny-train-1", "running", start=started()), now=NOW)
+    assert _clock(running) == HANDLERS_SETTINGS.progress_interval_seconds

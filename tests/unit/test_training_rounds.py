@@ -20,6 +20,8 @@ import pytest
 from coworkgym_operator.core.observe import JobObservation
 from coworkgym_operator.core.pods import PodProblem, PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
+from coworkgym_operator.training.api.types import TrainingRunStatus
+from coworkgym_operator.training.reconcile.conditions import watched_for_progress
 from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
     EnvironmentsSeen,
@@ -203,7 +205,8 @@ def test_a_complete_batch_tears_the_server_down_and_trains_on_what_it_kept() -> 
     run, cluster = rounds_run(), Cluster()
     plan = to_first_training(run, cluster)
     assert plan.delete == [("Deployment", "tiny-serve-r0"), ("Service", "tiny-serve-r0")]
-    (job_manifest,) = plan.create
+    policy, job_manifest = plan.create  # the training pods' fence first (builders/network.py)
+    assert policy["metadata"]["name"] == "tiny-training"
     assert job_manifest["metadata"]["name"] == "tiny-train-r0"
     work = json.loads(pod_env(job_manifest)["COWORKGYM_POD_INPUT"])
     assert work["stage"] == {"/tmp/train/data": f"{ROUND_0}/kept.jsonl",
@@ -259,9 +262,9 @@ def test_the_last_round_ends_the_run_with_its_checkpoint() -> None:
     assert work["stage"]["/tmp/train/model"] == CHECKPOINT_0  # trains from what it served
     assert work["config"]["checkpoint"] == "s3://runs/tiny/checkpoints/round-001"
     assert work["output"] == "s3://runs/tiny/rounds/round-001/train"
-    assert cluster.children == {"NetworkPolicy/tiny-serving", "RolloutBatch/tiny-rollouts-r0",
-                                "RolloutBatch/tiny-rollouts-r1", "Job/tiny-train-r0",
-                                "Job/tiny-train-r1"}  # fmt: skip
+    assert cluster.children == {"NetworkPolicy/tiny-serving", "NetworkPolicy/tiny-training",
+                                "RolloutBatch/tiny-rollouts-r0", "RolloutBatch/tiny-rollouts-r1",
+                                "Job/tiny-train-r0", "Job/tiny-train-r1"}  # fmt: skip
 
 
 def test_a_manifest_selection_is_handed_to_each_batch() -> None:
@@ -413,16 +416,103 @@ def test_a_nan_loss_in_a_round_is_counted_as_one() -> None:
     assert cond(plan, "Failed")["reason"] == "NaNLoss" and plan.nan_loss
 
 
-def test_a_training_pod_that_cannot_start_is_stopped() -> None:
+def test_a_training_pod_that_cannot_be_scheduled_waits_then_is_stopped() -> None:
     run, cluster = rounds_run(), Cluster()
     to_first_training(run, cluster)
     problem = PodProblem("Unschedulable", "Unschedulable", "0/1 nodes: Insufficient cpu")
-    pending = JobObservation("tiny-train-r0", "running", created_at=NOW - timedelta(seconds=600),
-                             start=PodStart(problem=problem))  # fmt: skip
-    plan = step(run, cluster, train_job=pending)
+
+    def pending(seconds: float) -> JobObservation:
+        return JobObservation("tiny-train-r0", "running", start=PodStart(problem=problem),
+                              created_at=NOW - timedelta(seconds=seconds))  # fmt: skip
+
+    plan = step(run, cluster, train_job=pending(600))
+    running = cond(plan, "Running")
+    assert (running["status"], running["reason"]) == ("Unknown", "PodPending")
+    assert running["message"].startswith(
+        "round 1/2: the training pod cannot start yet: Unschedulable (Unschedulable: 0/1 "
+        "nodes: Insufficient cpu); it is waited for until 2026-12-01T10:05:00Z"
+    )
+    assert plan.status["message"] == running["message"]
+    assert reasons(plan) == ["PodPending"] and not plan.delete
+    plan = step(run, cluster, train_job=pending(900))
     assert cond(plan, "Failed")["reason"] == "PodCannotStart"
-    assert cond(plan, "Failed")["message"].startswith("round 1/2: the training pod did not start")
+    assert cond(plan, "Failed")["message"].startswith(
+        "round 1/2: the training pod did not start within 900 s: Unschedulable"
+    )
     assert plan.delete == [("Job", "tiny-train-r0")]
+
+
+def test_a_server_that_cannot_be_scheduled_waits_until_the_deadline() -> None:
+    run, cluster = rounds_run(), Cluster()
+    to_first_server(run, cluster)
+    problem = PodProblem("Unschedulable", "Unschedulable", "0/1 nodes: Insufficient memory")
+
+    def server(seconds: float) -> ServingSeen:
+        return ServingSeen(name="tiny-serve-r0", found=True, start=PodStart(problem=problem),
+                           created_at=NOW - timedelta(seconds=seconds))  # fmt: skip
+
+    plan = step(run, cluster, serving=server(600))
+    running = cond(plan, "Running")
+    assert (running["status"], running["reason"]) == ("Unknown", "PodPending")
+    assert running["message"].startswith(
+        "round 1/2: the checkpoint server's pod cannot start yet: Unschedulable"
+    )
+    assert reasons(plan) == ["PodPending"]
+    plan = step(run, cluster, serving=server(900))
+    assert cond(plan, "Failed")["reason"] == "ServingFailed"
+    assert "did not start within 900 s: Unschedulable" in cond(plan, "Failed")["message"]
+
+
+# ---- what the no-progress alert watches ------------------------------------------------------
+def watched(plan: TrainingPlan) -> bool:
+    """coworkgym_trainingrun_running, as the controller sets it from the status it wrote."""
+    return watched_for_progress(TrainingRunStatus.model_validate(plan.status))
+
+
+def at(run: dict[str, Any], cluster: Cluster, minutes: float, **observed: Any) -> TrainingPlan:
+    """A reconcile ``minutes`` after NOW."""
+    later = NOW + timedelta(minutes=minutes)
+    seen = TrainingObserved(now=later, existing_children=frozenset(cluster.children), **observed)
+    plan = reconcile_training(run, seen, SETTINGS)
+    run["status"] = plan.status
+    cluster.apply(plan)
+    return plan
+
+
+def last_progress(plan: TrainingPlan) -> str:
+    return str(plan.status["progress"]["lastReportTime"])
+
+
+def test_a_round_stuck_in_its_rollouts_is_watched_and_stops_advancing() -> None:
+    run, cluster = rounds_run(), Cluster()
+    assert watched(to_first_server(run, cluster))  # the round's server starting
+    plan = to_first_batch(run, cluster)
+    assert watched(plan) and cond(plan, "Running")["reason"] == "RollingOut"
+    assert last_progress(plan) == "2026-12-01T10:00:00Z"  # serve -> rollout
+    # rollouts ending are progress ...
+    one = BatchSeen(found=True, name="tiny-rollouts-r0", phase="Running", succeeded=1)
+    plan = at(run, cluster, 10, round_batch=one)
+    assert last_progress(plan) == "2026-12-01T10:10:00Z"
+    assert current(plan)["trajectories"] == 1
+    # ... and a batch that ends nothing more for 40 minutes leaves the time where it was:
+    # the chart's alert (time() - last progress > trainingStallSeconds, while running is 1;
+    # charts/cowork-gym/rules/tests/coworkgym-training.test.yaml) fires on it
+    plan = at(run, cluster, 50, round_batch=one)
+    assert watched(plan) and last_progress(plan) == "2026-12-01T10:10:00Z"
+
+
+def test_waiting_for_data_a_pending_pod_and_suspend_are_not_watched() -> None:
+    run, cluster = rounds_run(), Cluster()
+    assert not watched(step(run, cluster))  # the environments not looked up yet
+    to_first_training(run, cluster)
+    problem = PodProblem("Unschedulable", "Unschedulable", "0/1 nodes: Insufficient cpu")
+    pending = JobObservation("tiny-train-r0", "running", created_at=NOW,
+                             start=PodStart(problem=problem))  # fmt: skip
+    assert not watched(step(run, cluster, train_job=pending))  # it has its own deadline
+    running = job("tiny-train-r0", "running", start=PodStart(started=True, scheduled=True))
+    assert watched(step(run, cluster, train_job=running))
+    run["spec"]["suspend"] = True
+    assert not watched(step(run, cluster, train_job=running))
 
 
 # ---- suspend and resume --------------------------------------------------------------------

@@ -47,6 +47,7 @@ from coworkgym_operator.training.api.types import (
 from coworkgym_operator.training.builders.rounds import rollouts_name
 from coworkgym_operator.training.builders.run import LABEL_TRAINING, check_job_name
 from coworkgym_operator.training.kube import TrainingKube
+from coworkgym_operator.training.reconcile.conditions import watched_for_progress
 from coworkgym_operator.training.reconcile.observe import batch_seen
 from coworkgym_operator.training.reconcile.plan import (
     BatchSeen,
@@ -57,6 +58,9 @@ from coworkgym_operator.training.reconcile.plan import (
     previous_status,
     reconcile_training,
 )
+from coworkgym_operator.training.reconcile.rounds import server_start
+from coworkgym_operator.training.reconcile.starting import seconds_to_deadline
+from coworkgym_operator.training.reconcile.starting import start_wait as pod_start_wait
 from coworkgym_operator.training.settings import TrainingSettings
 from coworkgym_operator.training.watches import BATCHES, DEPLOYMENTS, WATCHES
 
@@ -160,24 +164,37 @@ def _readers(
 
 
 def _clock(observed: TrainingObserved) -> float | None:
-    """How long until time alone may change the plan: a pod's start grace, a wait with a
-    deadline (the batch it names, from the run's creation), the next read of a running
-    trainer's progress; while it waits for environments or a round's server, the
+    """How long until time alone may change the plan: the check pod's start grace, the
+    deadline of a training pod (or a round's server) that has not started (its pod's
+    events wake the run before that: scheduled, started), a wait with a deadline (the
+    batch it names, from the run's creation), the next read of a running trainer's
+    progress; while it waits for environments or a round's server to be ready, the
     reconcile interval (no event of theirs reaches the run)."""
     interval = SETTINGS.operator.reconcile_interval
     grace = SETTINGS.operator.stage_start_grace_seconds
-    jobs = [j for j in (observed.check_job, observed.train_job) if j is not None]
-    waits = [start_wait(jobs, observed.now, grace, interval)]
+    now = observed.now
+    checks = [observed.check_job] if observed.check_job is not None else []
+    waits = [start_wait(checks, now, grace, interval)]
+    train = observed.train_job
+    if train is not None and train.state == "running":
+        if train.start.started:  # its log says how far it is
+            waits.append(SETTINGS.progress_interval_seconds)
+        elif train.created_at is None:  # the Job has not reached the watch yet
+            waits.append(interval)
+        else:
+            wait = pod_start_wait(train.start, train.created_at, now, SETTINGS)
+            waits.append(seconds_to_deadline(wait, now))
     if observed.batch is not None and not observed.batch.found:
         waited = _age(observed)
         waits.append(grace - waited + 0.1 if waited is not None and waited < grace else interval)
     envs = observed.environments
     if envs is not None and (envs.not_released or not envs.released):
         waits.append(interval)
-    if observed.serving is not None and not observed.serving.available:
-        waits.append(interval)
-    training = observed.train_job is not None and observed.train_job.state == "running"
-    if training or observed.rayjob is not None:
+    serving = observed.serving
+    if serving is not None and not serving.available:
+        pending = server_start(serving, now, SETTINGS)
+        waits.append(seconds_to_deadline(pending, now) if pending.waiting else interval)
+    if observed.rayjob is not None:
         waits.append(SETTINGS.progress_interval_seconds)
     return min((w for w in waits if w is not None), default=None)
 
@@ -207,10 +224,9 @@ def _record(namespace: str, name: str, run: dict[str, Any], plan: TrainingPlan) 
     objective = str((run.get("spec") or {}).get("objective") or "unknown")
     status = TrainingRunStatus.model_validate(plan.status)
     labels = (namespace, name, objective)
-    # a training pod runs (not an on-policy round's server or rollouts: no step advances
-    # then, and the no-progress alert must not take that for a hung trainer)
-    running = any(c.type == "Running" and c.reason == "Training" for c in status.conditions)
-    m.RUNNING.labels(*labels).set(1 if running else 0)
+    # a training pod runs, or an on-policy round serves or rolls out: the no-progress
+    # alert watches each (a round's step and its rollouts ending count as progress)
+    m.RUNNING.labels(*labels).set(1 if watched_for_progress(status) else 0)
     m.STEP.labels(*labels).set(status.progress.step)
     if "loss" in status.metrics:
         m.LOSS.labels(*labels).set(status.metrics["loss"])

@@ -27,7 +27,9 @@ NAN_LOSS = counter(
 RUNNING = gauge(
     "coworkgym_trainingrun_running",
     RUN_LABELS,
-    "1 while the run's training pod runs (not waiting for data, suspended or finished)",
+    "1 while the run must keep advancing: its training pod runs, or an on-policy round "
+    "serves its checkpoint or rolls out (not waiting for data, a pod not started yet, "
+    "suspended or finished)",
 )
 STEP = gauge(
     "coworkgym_trainingrun_step", RUN_LABELS, "Optimizer steps the run's trainer last reported"
@@ -40,7 +42,8 @@ LOSS = gauge(
 LAST_PROGRESS = gauge(
     "coworkgym_trainingrun_last_progress_timestamp_seconds",
     RUN_LABELS,
-    "When the run's step last advanced (or its training started), Unix time",
+    "When the run last advanced (its training started, a new optimizer step, a round's "
+    "step, a round's rollout ending), Unix time",
 )
 FAILED = gauge(
     "coworkgym_trainingrun_failed",

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from coworkgym_operator.core.settings import OperatorSettings
 
 RayMode = Literal["auto", "off"]
+# the labels the KubeRay Helm chart gives its operator's pods
+KUBERAY_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,25 @@ class TrainingSettings:
     gateway_namespace: str = ""
     operator_labels: dict[str, str] = field(default_factory=dict)
     operator_namespace: str = ""
+    # The run's <run>-training NetworkPolicy (builders/network.py). Its pods resolve names
+    # (a RayJob's workers find the head by its Service's name; an S3 endpoint may be a
+    # name) through the cluster DNS only: the pods dns_labels selects in dns_namespace, or,
+    # where the cluster DNS is not a pod (a node-local cache; the test-bed's node), the
+    # addresses in dns_cidrs instead. KubeRay's operator (kuberay_labels, in
+    # kuberay_namespace; "" = any namespace) asks a RayJob's head for its job's state on
+    # the dashboard port.
+    dns_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    dns_namespace: str = "kube-system"
+    dns_cidrs: tuple[str, ...] = ()
+    kuberay_labels: dict[str, str] = field(default_factory=lambda: _labels(KUBERAY_SELECTOR))
+    kuberay_namespace: str = ""
+    # A training pod (or a round's server) the scheduler cannot place yet (no node has the
+    # CPU, memory or GPUs free; its volumes cannot be bound) waits this long after its Job
+    # (or Deployment) was created, saying why in the Running condition, before the run
+    # fails PodCannotStart: nodes free up, an autoscaler adds one. A pod that cannot start
+    # for another reason (its image cannot be pulled, its container not created) fails
+    # after the operator's stage_start_grace_seconds, as before: that does not clear alone.
+    scheduling_deadline_seconds: float = 900.0
     # TEST-BED SHORTCUT, never on a real cluster: a host folder (a checkout whose .venv has
     # the training extra) mounted read-only into the pod at the same path and put on
     # PYTHONPATH, so the python-base image trains without a ~6 GB torch image. "" = off.
@@ -73,8 +94,27 @@ class TrainingSettings:
                 env.get("COWORKGYM_TRAINING_TTL_SECONDS", cls.ttl_seconds_after_finished)
             ),
             gateway_namespace=env.get("COWORKGYM_GATEWAY_NAMESPACE", ""),
-            operator_labels=_labels(env.get("COWORKGYM_OPERATOR_SELECTOR", "")),
+            operator_labels=_labels(
+                env.get("COWORKGYM_OPERATOR_SELECTOR", ""), "COWORKGYM_OPERATOR_SELECTOR"
+            ),
             operator_namespace=env.get("COWORKGYM_OPERATOR_NAMESPACE", ""),
+            dns_labels=_labels(
+                env.get("COWORKGYM_TRAINING_DNS_SELECTOR", "k8s-app=kube-dns"),
+                "COWORKGYM_TRAINING_DNS_SELECTOR",
+            ),
+            dns_namespace=env.get("COWORKGYM_TRAINING_DNS_NAMESPACE", cls.dns_namespace),
+            dns_cidrs=tuple(_json(env, "COWORKGYM_TRAINING_DNS_CIDRS", [])),
+            kuberay_labels=_labels(
+                env.get("COWORKGYM_TRAINING_KUBERAY_SELECTOR", KUBERAY_SELECTOR),
+                "COWORKGYM_TRAINING_KUBERAY_SELECTOR",
+            ),
+            kuberay_namespace=env.get("COWORKGYM_TRAINING_KUBERAY_NAMESPACE", ""),
+            scheduling_deadline_seconds=float(
+                env.get(
+                    "COWORKGYM_TRAINING_SCHEDULING_DEADLINE_SECONDS",
+                    cls.scheduling_deadline_seconds,
+                )
+            ),
             host_checkout=env.get("COWORKGYM_TRAINING_HOST_CHECKOUT", ""),
         )
 
@@ -92,11 +132,12 @@ def _json(env: os._Environ[str], name: str, default: Any) -> Any:
     return value
 
 
-def _labels(selector: str) -> dict[str, str]:
-    """a=1,b=2 (the chart's selectorString) as a matchLabels map."""
+def _labels(selector: str, name: str = "") -> dict[str, str]:
+    """a=1,b=2 (the chart's selectorString) as a matchLabels map (``name``: the variable
+    it came from, for the error)."""
     pairs = [pair.split("=", 1) for pair in selector.split(",") if pair.strip()]
     if any(len(pair) != 2 for pair in pairs):
-        raise ValueError(f"COWORKGYM_OPERATOR_SELECTOR={selector!r}: expected key=value,...")
+        raise ValueError(f"{name or 'selector'}={selector!r}: expected key=value,...")
     return {key.strip(): value.strip() for key, value in pairs}
 
 

@@ -15,8 +15,14 @@ computed from.
 - Running     the training Job (or RayJob) is running now; with rounds > 1, the round's
               server, RolloutBatch or training Job
               (Unknown: Starting, the pod (a round's server or training pod) is not
-              running yet; True: Training, RollingOut (a round's RolloutBatch runs against
-              its server); False: Waiting, Suspended, Finished, NotReached)
+              running yet; PodPending, it cannot start yet and the message says why, in
+              Kubernetes' words (e.g. Unschedulable: 0/1 nodes are available: 1
+              Insufficient cpu), and until when it is waited for (a pod the scheduler
+              cannot place: training.schedulingDeadlineSeconds after its Job was made;
+              one the kubelet cannot start: operator.stageStartGraceSeconds), after which
+              the run fails PodCannotStart (a round's server: ServingFailed); True:
+              Training, RollingOut (a round's RolloutBatch runs against its server);
+              False: Waiting, Suspended, Finished, NotReached)
 - Succeeded   the training ended and its checkpoint is in spec.output
               (False: InProgress, Failed; True: Succeeded)
 - Failed      the run stopped without its checkpoint, whichever step: True with
@@ -59,6 +65,7 @@ class TrainingReason(StrEnum):
     DATASET_NOT_FOUND = "DatasetNotFound"
     DATA_CHECK_FAILED = "DataCheckFailed"
     STARTING = "Starting"
+    POD_PENDING = "PodPending"
     TRAINING = "Training"
     ROLLING_OUT = "RollingOut"
     SUSPENDED = "Suspended"
@@ -82,6 +89,7 @@ class TrainingPhase(StrEnum):
     PENDING = "Pending"
     WAITING_FOR_DATA = "WaitingForData"
     STARTING = "Starting"
+    POD_PENDING = "PodPending"
     RUNNING = "Running"
     SUSPENDED = "Suspended"
     SUCCEEDED = "Succeeded"

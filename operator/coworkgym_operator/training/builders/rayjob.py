@@ -25,23 +25,25 @@ the RayJob holds, field by field:
   ``suspend`` and ``shutdownAfterJobFinishes`` are the run's own, which KubeRay applies.
 
 Pods run as the sandbox user (uid 10001, non-root, no service-account token) with /tmp
-(where Ray keeps its session) and /dev/shm (Ray's object store) as emptyDirs.
+(where Ray keeps its session) and /dev/shm (Ray's object store) as emptyDirs. Every pod (head,
+workers, submitter) is a sandbox pod of the run's training step (``training_labels``): the
+chart's sandbox policies and the run's ``<run>-training`` policy (builders/network.py) fence
+them to each other, the object store and the cluster DNS.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from coworkgym_operator.core.sharding import inherited
 from coworkgym_operator.training.api.types import TrainingRunSpec
 from coworkgym_operator.training.builders.run import (
     LABEL_STEP,
-    LABEL_TRAINING,
     host_checkout,
     metadata,
     pod_input,
     store_env,
     train_plan,
+    training_labels,
     training_pod_spec,
     worker_resources,
 )
@@ -53,9 +55,10 @@ RAYJOB_KIND = "RayJob"
 RAYJOB_PLURAL = "rayjobs"
 RAY_GROUP, RAY_VERSION = "ray.io", "v1"
 ENTRYPOINT = "python -m coworkgym_operator.training.pod train"
+DASHBOARD_PORT = 8265  # job submission and state: the submitter's and KubeRay's
 HEAD_PORTS = [
     {"name": "gcs-server", "containerPort": 6379},
-    {"name": "dashboard", "containerPort": 8265},
+    {"name": "dashboard", "containerPort": DASHBOARD_PORT},
     {"name": "client", "containerPort": 10001},
 ]
 # Fixed ports for each Ray node's agents. Left at 0, a raylet waits for its agents to write
@@ -124,15 +127,12 @@ def _template(run: Manifest, container: Manifest, settings: TrainingSettings) ->
     pod = training_pod_spec(settings, [container], volumes)
     # Ray restarts a lost worker itself; the pod's own restarts follow the RayCluster's
     pod.pop("restartPolicy", None)
-    labels = {
-        **inherited(run["metadata"].get("labels")),
-        LABEL_TRAINING: run["metadata"]["name"],
-        LABEL_STEP: "train",
-    }
-    return {"metadata": {"labels": labels}, "spec": pod}
+    return {"metadata": {"labels": training_labels(run)}, "spec": pod}
 
 
-def _submitter_template(spec: TrainingRunSpec, settings: TrainingSettings) -> Manifest:
+def _submitter_template(
+    run: Manifest, spec: TrainingRunSpec, settings: TrainingSettings
+) -> Manifest:
     """KubeRay's submitter pod (it runs `ray job submit` and follows the driver's log). Its
     default has only the head's image: this one is hardened like the training pods and has
     the test-bed shortcut's checkout, without which `ray` is not importable there."""
@@ -153,7 +153,9 @@ def _submitter_template(spec: TrainingRunSpec, settings: TrainingSettings) -> Ma
     }
     pod = training_pod_spec(settings, [container], volumes)
     pod["restartPolicy"] = "Never"
-    return {"spec": pod}
+    # KubeRay keeps the template's labels: the submitter reaches the head's dashboard
+    # under the run's training policy, like the rest of the cluster
+    return {"metadata": {"labels": training_labels(run)}, "spec": pod}
 
 
 def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> Manifest:
@@ -170,7 +172,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
     ray_spec: Manifest = {
         "entrypoint": ENTRYPOINT,
         "submissionMode": "K8sJobMode",
-        "submitterPodTemplate": _submitter_template(spec, settings),
+        "submitterPodTemplate": _submitter_template(run, spec, settings),
         "shutdownAfterJobFinishes": spec.shutdown_after_job_finishes,
         "ttlSecondsAfterFinished": (
             spec.ttl_seconds_after_finished
@@ -225,6 +227,7 @@ def rayjob_outcome(rayjob: Manifest) -> tuple[Outcome, str]:
 
 
 __all__ = [
+    "DASHBOARD_PORT",
     "ENTRYPOINT",
     "RAYJOB_KIND",
     "RAYJOB_PLURAL",

@@ -242,6 +242,21 @@ def _times(quantity: str, n: int) -> str:
     return f"{int(value) if value.is_integer() else value}{unit}"
 
 
+def training_labels(run: Manifest, **more: str) -> dict[str, str]:
+    """A training pod's labels (the plain Job's, a round's, a RayJob's head, workers and
+    submitter): the run's shard and name, the train step, and the sandbox labels, so that
+    the chart's sandbox NetworkPolicies and the run's own (builders/network.py) fence it:
+    the run's other training pods, the object store, the cluster DNS, nothing else."""
+    return {
+        **inherited(run["metadata"].get("labels")),
+        LABEL_TRAINING: run["metadata"]["name"],
+        LABEL_STEP: "train",
+        **more,
+        LABEL_SANDBOX: "true",
+        LABEL_EGRESS: "object-store",
+    }
+
+
 def training_pod_spec(
     settings: TrainingSettings,
     containers: list[Manifest],
@@ -329,12 +344,7 @@ def training_job(
     if round_training is not None:
         step_labels[LABEL_ROUND] = str(round_training.index)
         job_name = round_train_job_name(name, round_training.index, round_training.attempt)
-    labels = {
-        **inherited(run["metadata"].get("labels")),
-        LABEL_TRAINING: name,
-        **step_labels,
-        LABEL_EGRESS: "object-store",
-    }
+    labels = training_labels(run, **step_labels)
     volumes, _, _ = host_checkout(settings)
     container = train_container(spec, data_uri, settings, spec.resources.workers, round_training)
     pod = training_pod_spec(settings, [container], volumes)
@@ -442,4 +452,5 @@ __all__ = [
     "train_job_name",
     "train_plan",
     "training_job",
+    "training_labels",
 ]

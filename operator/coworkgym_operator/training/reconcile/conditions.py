@@ -11,6 +11,7 @@ from coworkgym_operator.core.conditions import Check, first_phase
 from coworkgym_operator.training.api.conditions import TrainingCondition as T
 from coworkgym_operator.training.api.conditions import TrainingPhase as P
 from coworkgym_operator.training.api.conditions import TrainingReason as R
+from coworkgym_operator.training.api.types import TrainingRunStatus
 
 Cond = tuple[str, str, str]  # status, reason, message
 Step = Literal["data", "train", "done"]
@@ -32,10 +33,15 @@ def training_conditions(
     data: Cond,
     activity: Activity,
     done_message: str,
+    waiting: str = "",
 ) -> dict[str, Cond]:
     """``data``: the DataReady condition as the data step decided it (its last word once
-    the step is past); ``done_message``: what the run produced, once done."""
-    out: dict[str, Cond] = {T.DATA_READY: data, T.RUNNING: _running(step, failure, activity)}
+    the step is past); ``done_message``: what the run produced, once done; ``waiting``:
+    why the pod starting (training pod or round's server) cannot start yet, if it says."""
+    running = _running(step, failure, activity)
+    if waiting and running[1] == R.STARTING:
+        running = ("Unknown", R.POD_PENDING, waiting)
+    out: dict[str, Cond] = {T.DATA_READY: data, T.RUNNING: running}
     if failure is not None:
         out[T.SUCCEEDED] = ("False", R.FAILED, failure.message)
         out[T.FAILED] = ("True", failure.reason, failure.message)
@@ -84,3 +90,21 @@ PHASE_CHAIN: list[tuple[P, Check]] = [
 
 def derive_training_phase(conditions: list[Condition]) -> P:
     return first_phase(conditions, PHASE_CHAIN, P.PENDING)
+
+
+def watched_for_progress(status: TrainingRunStatus) -> bool:
+    """Whether the run is somewhere it must keep advancing, which the chart's no-progress
+    alert watches (coworkgym_trainingrun_running): its training pod runs (Running
+    Training), or an on-policy round serves its checkpoint or rolls out (RollingOut, or
+    the round's server starting). Its progress (status.progress.lastReportTime) is a new
+    optimizer step, a round's step, or a round's rollout ending, so a round stuck in its
+    serving or rollouts is seen as well as a hung trainer. Not watched: waiting for data,
+    a training pod not started yet (its start has its own deadline), suspended, done."""
+    running = next((c for c in status.conditions if c.type == T.RUNNING), None)
+    if running is None or status.step != "train":
+        return False
+    if running.status == "True":  # Training, RollingOut
+        return True
+    current = status.rounds[-1] if status.rounds else None
+    serving = current is not None and current.step == "serve" and not current.suspended
+    return serving and running.status == "Unknown"

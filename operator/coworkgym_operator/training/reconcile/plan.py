@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from coworkgym.spec import spec_problems
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import stuck
+from coworkgym_operator.training.api.conditions import TrainingCondition as T
 from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import Progress, TrainingRunSpec, TrainingRunStatus
 from coworkgym_operator.training.builders.rayjob import build_rayjob, rayjob_name, rayjob_outcome
@@ -51,6 +52,7 @@ from coworkgym_operator.training.reconcile.rounds import (
     rounds_message,
     rounds_summary,
 )
+from coworkgym_operator.training.reconcile.starting import start_wait
 from coworkgym_operator.training.reconcile.state import (
     BatchSeen,
     EnvironmentsSeen,
@@ -59,6 +61,7 @@ from coworkgym_operator.training.reconcile.state import (
     TrainingObserved,
     TrainingPlan,
     age,
+    ensure_training_policy,
     finite_metrics,
     job_failure,
     stamp,
@@ -336,6 +339,7 @@ def _train(
         if status.start_time is None and observed.now is not None:
             status.start_time = stamp(observed.now)
     _fold_report(state, observed.report, observed.now)
+    ensure_training_policy(state, run, observed, settings)
     if kind == "Job":
         _train_job(state, run, spec, observed, settings)
     else:
@@ -373,11 +377,13 @@ def _train_job(
         state.activity = "starting"
         return
     if job.state == "running":
-        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
-        if why:
+        wait = start_wait(job.start, job.created_at, observed.now, settings)
+        if wait.ended:
             state.plan.delete.append(("Job", job.name))
-            state.fail(R.POD_CANNOT_START, f"the training pod {why}")
+            state.fail(R.POD_CANNOT_START, f"the training pod {wait.ended}")
             return
+        if wait.waiting:
+            state.waiting = f"the training pod {wait.waiting}"
         state.activity = "training" if job.start.started else "starting"
         return
     result = job.result or observed.logged_result or {}
@@ -495,8 +501,10 @@ def _finish(
             plan.delete.append(child)
     status.progress.summary = _summary(status)
     wanted = training_conditions(
-        status.step, state.failure, state.data, state.activity, _done_message(status)
-    )
+        status.step, state.failure, state.data, state.activity, _done_message(status),
+        state.waiting,
+    )  # fmt: skip
+    _announce_pending(state, status, wanted[T.RUNNING])
     status.conditions = merge(status.conditions, wanted, generation, observed.now)
     status.phase = str(derive_training_phase(status.conditions))
     status.message = _message(status, state, _stalled_for(status, observed, state.settings))
@@ -514,6 +522,18 @@ def _finish(
                 plan.events.append(("Normal", "Succeeded", status.message))
     plan.status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     return plan
+
+
+def _announce_pending(state: RunState, status: TrainingRunStatus, running: Cond) -> None:
+    """A Normal event when a pod's wait to start (PodPending) begins or its reason changes:
+    a wait within its deadline is not a fault (the Warning comes if the run fails)."""
+    _, reason, message = running
+    if reason != R.POD_PENDING:
+        return
+    before = next((c for c in status.conditions if c.type == T.RUNNING), None)
+    if before is not None and (before.reason, before.message) == (reason, message):
+        return  # said already
+    state.plan.events.append(("Normal", str(R.POD_PENDING), message[:400]))
 
 
 def _done_message(status: TrainingRunStatus) -> str:
@@ -553,6 +573,8 @@ def _message(status: TrainingRunStatus, state: RunState, stalled: float | None =
         if stalled is not None:
             text += f"; no new step for {stalled / 60:.0f} min"
         return text
+    if state.waiting:
+        return f"starting {status.backend} {status.job_name}: {state.waiting}"
     return f"starting {status.backend} {status.job_name}"
 
 

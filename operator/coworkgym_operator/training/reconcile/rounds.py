@@ -41,7 +41,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from coworkgym_operator.core.observe import stuck
 from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import (
     RoundStatus,
@@ -67,10 +66,12 @@ from coworkgym_operator.training.builders.run import (
     round_train_job_name,
     training_job,
 )
+from coworkgym_operator.training.reconcile.starting import StartWait, start_wait
 from coworkgym_operator.training.reconcile.state import (
     RunState,
     ServingSeen,
     TrainingObserved,
+    ensure_training_policy,
     finite_metrics,
     job_failure,
     stamp,
@@ -156,10 +157,13 @@ def _serve(
     state.note = f"serving {current.served} (Deployment {name}); waiting for it to be ready"
     if seen is None or not seen.found:
         return
-    why = serving_problem(seen, observed.now, settings.operator.stage_start_grace_seconds)
+    why = serving_problem(seen, observed.now, settings)
     if why:
         state.fail(R.SERVING_FAILED, f"{_which(current, spec)}: the checkpoint server {name} {why}")
         return
+    waiting = server_start(seen, observed.now, settings).waiting
+    if waiting:
+        state.waiting = f"{_which(current, spec)}: the checkpoint server's pod {waiting}"
     if not seen.available or not seen.cluster_ip:
         return
     current.endpoint = endpoint_of(seen.cluster_ip)
@@ -201,6 +205,10 @@ def _rollout(
         _ensure_server(state, run, spec, current, observed, settings)
         if seen.message:
             state.note += f": {seen.message}"
+        ended = seen.succeeded + seen.invalid
+        if ended > (current.trajectories or 0):  # rollouts ending: the round advances
+            current.trajectories = ended
+            state.progressed = True
         return
     _teardown_server(state, run, current)
     if seen.failed or not seen.output_uri:
@@ -241,6 +249,7 @@ def _train(
     job = observed_job if observed_job is not None and observed_job.name == name else None
     if job is not None:
         _fold_report(state, current, observed.report)
+    ensure_training_policy(state, run, observed, settings)
     if job is None or job.state == "missing":  # not made yet, or deleted under us
         if f"Job/{name}" not in observed.existing_children:
             inputs = RoundTraining(current.round, current.served, current.data_uri, current.attempt)
@@ -252,10 +261,14 @@ def _train(
         state.note = f"starting Job {name}"
         return
     if job.state == "running":
-        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
-        if why:
-            state.fail(R.POD_CANNOT_START, f"{_which(current, spec)}: the training pod {why}")
+        wait = start_wait(job.start, job.created_at, observed.now, settings)
+        if wait.ended:
+            state.fail(
+                R.POD_CANNOT_START, f"{_which(current, spec)}: the training pod {wait.ended}"
+            )
             return
+        if wait.waiting:
+            state.waiting = f"{_which(current, spec)}: the training pod {wait.waiting}"
         state.activity = "training" if job.start.started else "starting"
         state.note = "training" if job.start.started else f"starting Job {name}"
         return
@@ -328,29 +341,28 @@ def _suspend(state: RunState, run: Manifest, current: RoundStatus) -> None:
 
 
 # ---- the server ----------------------------------------------------------------------------
-def serving_problem(seen: ServingSeen, now: datetime | None, grace_s: float) -> str:
+def serving_problem(seen: ServingSeen, now: datetime | None, settings: TrainingSettings) -> str:
     """Why the round's server will not come up ("" while it may): the first check that
     finds something says it."""
     for check in SERVING_CHECKS:
-        why = check(seen, now, grace_s)
+        why = check(seen, now, settings)
         if why:
             return why
     return ""
 
 
-def _cannot_start(seen: ServingSeen, now: datetime | None, grace_s: float) -> str:
-    start = seen.start
-    if start.started or seen.available or now is None or seen.created_at is None:
-        return ""
-    if start.problem is None and start.scheduled:  # pulling a big image takes its time
-        return ""
-    if (now - seen.created_at).total_seconds() < grace_s:
-        return ""
-    why = start.problem.describe() if start.problem else "its pod was not scheduled"
-    return f"did not start within {grace_s:g} s: {why}"
+def server_start(seen: ServingSeen, now: datetime | None, settings: TrainingSettings) -> StartWait:
+    """The server's pod's wait to start, from its Deployment's creation (starting.py)."""
+    if seen.available:
+        return StartWait()
+    return start_wait(seen.start, seen.created_at, now, settings)
 
 
-def _keeps_exiting(seen: ServingSeen, now: datetime | None, grace_s: float) -> str:
+def _cannot_start(seen: ServingSeen, now: datetime | None, settings: TrainingSettings) -> str:
+    return server_start(seen, now, settings).ended
+
+
+def _keeps_exiting(seen: ServingSeen, now: datetime | None, settings: TrainingSettings) -> str:
     if seen.restarts < SERVING_RESTART_LIMIT:
         return ""
     return f"exited {seen.restarts} times: {seen.last_error or 'its log says why'}"
@@ -444,14 +456,17 @@ def _fold_report(state: RunState, current: RoundStatus, report: dict[str, Any] |
 
 def _progress(state: RunState, spec: TrainingRunSpec, now: datetime | None) -> None:
     """Round r of R, and the optimizer steps over every round (of how many, when each
-    round's are fixed by maxSteps). A round's step counts as progress too (the no-progress
-    alert must not fire on a new round's training for the time its rollouts took)."""
+    round's are fixed by maxSteps). A round's step counts as progress too, and so does a
+    rollout of the round's RolloutBatch ending: the no-progress alert, which watches the
+    rounds' serving and rollouts as well as their training, fires on a round stuck in
+    either, not on one whose rollouts take their time."""
     status = state.status
     progress = status.progress
     progress.round = status.rounds[-1].round + 1
     progress.rounds = spec.rounds
     steps = sum(r.steps or 0 for r in status.rounds)
-    if (steps != progress.step or state.plan.round_steps) and now is not None:
+    moved = steps != progress.step or state.plan.round_steps or state.progressed
+    if moved and now is not None:
         progress.last_report_time = stamp(now)
     progress.step = steps
     max_steps = spec.hyperparameters.max_steps
@@ -484,6 +499,8 @@ def rounds_message(status: TrainingRunStatus, state: RunState, stalled: float | 
     where = f"round {current.round + 1}/{status.progress.rounds}"
     if state.activity == "suspended":
         return f"suspended in {where} ({current.step}); resumes when spec.suspend is false"
+    if state.waiting:  # a pod that cannot start yet: why, and until when
+        return state.waiting
     text = f"{where}: {state.note}" if state.note else where
     if state.activity == "training":
         steps = f"{current.steps or 0}/{current.total_steps}" if current.total_steps else ""
@@ -499,5 +516,6 @@ __all__ = [
     "reconcile_rounds",
     "rounds_message",
     "rounds_summary",
+    "server_start",
     "serving_problem",
 ]

@@ -14,6 +14,7 @@ from coworkgym_operator.core.pods import PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
 from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import TrainingRunSpec, TrainingRunStatus
+from coworkgym_operator.training.builders.network import training_policy, training_policy_name
 from coworkgym_operator.training.builders.run import Manifest
 from coworkgym_operator.training.reconcile.conditions import Activity, Cond, Failure
 from coworkgym_operator.training.settings import TrainingSettings
@@ -101,7 +102,8 @@ class TrainingPlan:
 @dataclass
 class RunState:
     """The reconcile's working state: the status being written, the DataReady condition,
-    what runs now, the failure (if any), the plan, and a message for the rounds."""
+    what runs now, the failure (if any), the plan, a message for the rounds, why a pod
+    waits to start, and whether a round's rollouts advanced."""
 
     status: TrainingRunStatus
     data: Cond = ("Unknown", R.WAITING, "not looked at yet")
@@ -110,9 +112,28 @@ class RunState:
     plan: TrainingPlan = field(default_factory=lambda: TrainingPlan(status={}))
     settings: TrainingSettings | None = None
     note: str = ""  # rounds > 1: where the round is, for status.message
+    # why the pod starting (the training pod, a round's server) cannot start yet, and
+    # until when it is waited for (reconcile/starting.py): the Running condition's message
+    waiting: str = ""
+    # rounds > 1: the round moved on without a step or a round step: its RolloutBatch
+    # ended more rollouts (progress, for the no-progress alert)
+    progressed: bool = False
 
     def fail(self, reason: R, message: str) -> None:
         self.failure = Failure(self.status.step, reason, message[:1000])
+
+
+def ensure_training_policy(
+    state: RunState, run: Manifest, observed: TrainingObserved, settings: TrainingSettings
+) -> None:
+    """Plan the run's <run>-training NetworkPolicy when it is missing (first, or deleted
+    under us), ahead of the training Job or RayJob it fences."""
+    name = training_policy_name(run["metadata"]["name"])
+    if f"NetworkPolicy/{name}" in observed.existing_children:
+        return
+    planned = {(m["kind"], m["metadata"]["name"]) for m in state.plan.create}
+    if ("NetworkPolicy", name) not in planned:
+        state.plan.create.append(training_policy(run, settings))
 
 
 def job_failure(
@@ -171,6 +192,7 @@ __all__ = [
     "TrainingObserved",
     "TrainingPlan",
     "age",
+    "ensure_training_policy",
     "finite_metrics",
     "job_failure",
     "stamp",
