@@ -25,7 +25,10 @@ kubectl -n "$NAMESPACE" create secret generic cowork-gym-s3 \
   --from-literal=AWS_DEFAULT_REGION="$AWS_DEFAULT_REGION" \
   --dry-run=client -o yaml | kubectl apply -f -
 
+# training.hostCheckout: training pods mount this checkout (its .venv with the training
+# extra) read-only, the test-bed shortcut of testbed/values.yaml.
 helm upgrade --install "$RELEASE" charts/cowork-gym -n "$NAMESPACE" -f testbed/values.yaml \
   --set s3.endpoint="$COWORKGYM_S3_NODE_ENDPOINT" \
-  --set networkPolicy.objectStore.port="$COWORKGYM_S3_NODE_PORT"
+  --set networkPolicy.objectStore.port="$COWORKGYM_S3_NODE_PORT" \
+  --set training.hostCheckout="$PWD"
 kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE" --timeout=300s

@@ -7,7 +7,11 @@ with the progress, the loss and the checkpoint in the status.
 The pods run the role image with the test-bed shortcut: the host's checkout and its .venv
 (the training extra) mounted read-only (training.hostCheckout), instead of a ~6 GB torch
 image (docs/training.md measures both). The operator runs beside the test-bed, as in
-test_node.py.
+test_node.py, with the training settings the chart makes of testbed/values.yaml, the file
+docs/deploy.md installs with ("A TrainingRun on the test-bed"): one CPU and 3Gi per worker
+(the chart's 2 CPU never schedules on the node), no Ray, the node's DNS by address. The
+training pod is a sandbox pod under the run's own NetworkPolicy, which the node's
+kube-router enforces: it still reaches the store.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("torch", reason="needs the training extra: make install-training")
 pytest.importorskip("ray", reason="needs the training extra: make install-training")
@@ -51,18 +56,35 @@ def training_ns(testbed_env: Testbed, ns: str) -> str:
     return ns
 
 
+def chart_training_env(tb: Testbed) -> dict[str, str]:
+    """The operator's COWORKGYM_TRAINING_* variables as the chart sets them from
+    testbed/values.yaml, with the host checkout testbed/install-operator.sh adds."""
+    version = json.loads(tb.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    rendered = tb.helm(
+        "template", "cowork-gym", str(ROOT / "charts" / "cowork-gym"), "-n", "cowork-gym",
+        "--kube-version", str(version["gitVersion"]), "-f", str(ROOT / "testbed" / "values.yaml"),
+        "--set", f"training.hostCheckout={ROOT}",
+    ).stdout  # fmt: skip
+    for doc in yaml.safe_load_all(rendered):
+        if not doc or doc["kind"] != "Deployment":
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env") or []}
+            if "COWORKGYM_TRAINING_IMAGE" in env:
+                return {k: str(v) for k, v in env.items() if k.startswith("COWORKGYM_TRAINING_")}
+    raise AssertionError("the chart rendered no operator Deployment with training settings")
+
+
 @pytest.fixture
 def operator(testbed_env: Testbed, training_ns: str, tmp_path: Path) -> Iterator[Path]:
-    """`python -m coworkgym_operator` for the namespace, with the training settings of the
-    test-bed (the role image plus the host checkout, the plain Job, a CPU that fits)."""
-    env = os.environ | testbed_env.env() | operator_env(testbed_env) | {
-        "COWORKGYM_TRAINING_IMAGE": images.ROLE_IMAGE,
-        "COWORKGYM_TRAINING_HOST_CHECKOUT": str(ROOT),
-        "COWORKGYM_TRAINING_RAY": "off",
-        "COWORKGYM_TRAINING_CPU": "1",
-        "COWORKGYM_TRAINING_MEMORY": "3Gi",
-        "COWORKGYM_TRAINING_SHM_SIZE": "512Mi",
-    }  # fmt: skip
+    """`python -m coworkgym_operator` for the namespace, with the training settings the
+    chart makes of testbed/values.yaml (the role image plus the host checkout, the plain
+    Job, a CPU that fits, the node's DNS)."""
+    training = chart_training_env(testbed_env)
+    assert training["COWORKGYM_TRAINING_IMAGE"] == images.ROLE_IMAGE
+    assert training["COWORKGYM_TRAINING_CPU"] == "1"
+    assert training["COWORKGYM_TRAINING_HOST_CHECKOUT"] == str(ROOT)
+    env = os.environ | testbed_env.env() | operator_env(testbed_env) | training
     log = tmp_path / "operator.log"
     argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", training_ns]
     with log.open("wb") as out:
@@ -159,6 +181,15 @@ def test_an_sft_run_trains_in_a_pod_and_checkpoints_to_s3(
     events = tb.kubectl("get", "events", "-n", cluster.ns,
                         "--field-selector", "involvedObject.name=tiny-sft").stdout  # fmt: skip
     assert "Succeeded" in events
+    # the training pod was a sandbox pod, fenced by the run's own policy (which let it
+    # reach the store: the checkpoint is there)
+    job = json.loads(tb.kubectl("get", "job", "tiny-sft-train-1", "-n", cluster.ns,
+                                "-o", "json").stdout)  # fmt: skip
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels["coworkgym.dev/sandbox"] == "true"
+    policy = json.loads(tb.kubectl("get", "networkpolicy", "tiny-sft-training", "-n", cluster.ns,
+                                   "-o", "json").stdout)  # fmt: skip
+    assert policy["metadata"]["ownerReferences"][0]["name"] == "tiny-sft"
     s3.close()
 
 

@@ -82,3 +82,55 @@ def test_the_documented_commands_are_where_test_docs_path_reads_them() -> None:
 def test_the_examples_name_the_namespace_the_docs_install_into() -> None:
     for path in sorted((ROOT / "examples" / "specs").glob("*.yaml")):
         assert yaml.safe_load(path.read_text())["metadata"]["namespace"] == "cowork-gym", path
+
+
+# ---- a TrainingRun on the node (docs/deploy.md, "A TrainingRun on the test-bed") -----------
+NODE_CPUS = 2.0
+
+
+def cpus(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def test_a_training_pod_fits_on_the_node_beside_the_operator_the_gateway_and_a_rollout() -> None:
+    """The chart's default (2 CPU per worker) never schedules on the node's two CPUs; the
+    test-bed's values leave room for what runs beside a round's server or training pod."""
+    values = installed_values()
+    training = values["training"]
+    beside = [
+        values["operator"]["resources"]["requests"]["cpu"],
+        values["gateway"]["resources"]["requests"]["cpu"],
+        values["sandbox"]["resources"]["cpu"],  # one rollout pod (the example's concurrency)
+    ]
+    assert cpus(training["resources"]["cpu"]) + sum(map(cpus, beside)) <= NODE_CPUS
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())["training"]["resources"]
+    assert cpus(chart["cpu"]) + sum(map(cpus, beside)) > NODE_CPUS  # why the file sets it
+
+
+def test_the_training_values_name_what_the_node_has() -> None:
+    training = yaml.safe_load(VALUES.read_text())["training"]
+    assert training["image"] == images.ROLE_IMAGE  # with the host checkout: no torch image
+    assert training["ray"] == "off"  # no KubeRay on the node
+    # the node's CoreDNS is a host process on the node address, not a pod
+    assert training["networkPolicy"]["dns"]["ipBlocks"] == [f"{NODE_IP}/32"]
+    script = (ROOT / "testbed" / "install-operator.sh").read_text()
+    assert '--set training.hostCheckout="$PWD"' in script
+
+
+def test_the_documented_training_run_uses_the_example_and_the_model_it_uploads() -> None:
+    lines = docs_block("train").splitlines()
+    example_path = "examples/training/smollm2-rounds.yaml"
+    assert f"kubectl apply -f {example_path}" in lines
+    run = yaml.safe_load((ROOT / example_path).read_text())
+    upload = next(line for line in lines if " pretrained upload " in line)
+    assert upload.split()[-2:] == ["smollm2-135m-instruct", run["spec"]["model"]]
+    assert run["spec"]["model"].startswith(f"s3://{BUCKET}/")
+    assert run["spec"]["rounds"] > 1
+    # a round's rollouts reach its server only through the gateway
+    assert any("--set gateway.enabled=true" in line for line in lines)
+    # the environment the "try" block releases, in the namespace it installs into
+    assert run["metadata"]["namespace"] == "cowork-gym"
+    assert run["spec"]["rollout"]["environments"]["names"] == ["weather-report-two-turns"]
+    assert "cwe/weather-report-two-turns" in docs_block("try")
+    name = run["metadata"]["name"]
+    assert f"kubectl -n cowork-gym wait --for=condition=Complete --timeout=3600s tr/{name}" in lines
