@@ -4,18 +4,20 @@ invitations (.ics).
 Grounded in calendars this family writes itself (CC0): a week of busy events per person,
 exported as iCalendar. The agent books the requested meetings in order, each in the
 earliest slot where every attendee is free, and a booked meeting blocks its attendees for
-the meetings after it — so one wrong slot moves every later one. Harder variants hide
-busy time in the calendar's structure: a cancelled event and a free ("transparent") one
-that do not block, an all-day absence and a daily recurring stand-up that do, and one
-calendar exported in UTC while the office runs on UTC+01:00. The hard variant also has a
-latent constraint the agent learns only by asking the user (one person leaves early), and
-``requests.csv`` contradicts itself: one meeting has a second, older line (another length,
-last in the file, so a reader keeping the last line per id books the void one); the
-instruction says to ask, and the user says the line updated last is the request.
+the meetings after it — so one wrong slot moves every later one. The medium variant hides
+busy time in the calendar's structure: a cancelled event that does not block and an
+all-day absence that does.
 
 Later user turns either replace one person's calendar (a new call lands on a booked
 meeting, which must move, and the meetings after it may follow) or add a requirement: a
 15-minute gap between any two of a person's engagements.
+
+The ``hard`` tier is a different task with its own module, ``calendar_scheduling_hard``
+(a week across three time zones under a written policy, with rooms, an interview loop
+built on the first turn's bookings and a changed calendar handled as the policy says; its
+docstring says why it is hard). The early-leaver and repeated-request branches below are
+what this module's hard variant was before; easy and medium never take them, and they are
+kept so that those tiers' packages stay byte for byte as they were.
 """
 
 from __future__ import annotations

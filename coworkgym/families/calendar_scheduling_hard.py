@@ -2,14 +2,15 @@
 time zones, booked under a written policy into rooms, then an interview loop fitted around
 them, then a changed calendar handled as the policy says changes are handled.
 
-The workspace: ``calendars/*.ics`` (seven exports of three weeks each, about 25 events a
+The workspace: ``calendars/*.ics`` (seven exports of three weeks each, about 17 events a
 person: time zones named by ``TZID`` with their ``VTIMEZONE``, one export in UTC, weekly
 and daily series that started weeks before, ``EXDATE`` and moved occurrences
 (``RECURRENCE-ID``), cancelled, free and tentative events, multi-day absences, folded
 lines), ``people.csv`` (the directory: email, office, time zone, working hours, team),
 ``rooms.xlsx`` (the Paris rooms and the week's room bookings), ``requests.csv`` (the
 meetings, with priorities, an ``after`` dependency and a team alias) and ``policy.md`` (the
-rules). About 175 events: too many to schedule by eye.
+rules). About 120 events, many of them series that expand by their rules: too many to
+schedule by eye.
 
 Why hard is hard — what a careful agent must do:
 
@@ -1001,7 +1002,7 @@ def _local(week: date, day: int, minute: int, zone: str) -> datetime:
 
 
 def _events(rng: random.Random, week: date, person: Person, zone: str) -> list[Event]:
-    """About 25 events over the week before, the week and the week after, on the wall clock
+    """About 17 events over the week before, the week and the week after, on the wall clock
     of ``zone`` (where the person lives): one-offs (some cancelled, tentative or free), a
     weekly series and a daily one begun weeks earlier, an EXDATE, a moved occurrence, a
     multi-day absence."""
@@ -1328,7 +1329,8 @@ def instruction(week: date, changes: bool) -> str:
     if changes:
         later = (
             "\nIf I tell you an input changed after the invitations went out, follow the "
-            f"policy's section on changes and list\nevery booking that moved in `{CHANGES}`.\n"
+            "policy's section\non changes and list every booking that moved in "
+            f"`{CHANGES}`.\n"
         )
     return f"""\
 Please book the internal meetings of the week of {week:%A %d %B %Y}. Everything is in
