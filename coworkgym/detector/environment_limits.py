@@ -4,9 +4,12 @@ therefore ours to explain rather than the task's defect.
 Three gaps matter today: the network (an emulated phase has none; a phase in the task's image
 has the machine's, where only the Debian and PyPI registries answer, so a host elsewhere
 does not), and a plain Harbor task's Dockerfile ``RUN`` lines when the image is emulated
-(the inputs, packages and services they would create are missing), and the image's file
-system outside the working directory, which a phase here cannot write (Harbor's container
-is writable everywhere: a solution may write ``/output/``, a verifier ``/tests/score.txt``).
+(the inputs, packages and services they would create are missing), and root. Harbor's
+phases run as root in a container writable everywhere; here the image's root is writable
+over an overlay (``sandbox.overlay``: a solution may write ``/output/``, a verifier
+``/tests/score.txt``) but the phases are not root: they own the image's directories, not
+its files, so writing into a file the build left is refused (and where no overlay can be
+mounted, or the phase is emulated, nothing outside the working directory is writable).
 A failure that one of these gaps can explain makes the task "could not run here", with the
 reason (the host that did not answer, the path it could not write); never a defect.
 """
@@ -14,6 +17,7 @@ reason (the host that did not answer, the path it could not write); never a defe
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Literal
 
 from ..package.package import EnvironmentPackage
@@ -75,9 +79,15 @@ URL_HOST = re.compile(r"https?://([\w-]+(?:\.[\w-]+)+)")
 
 
 def unreproduced(
-    pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | None, skipped: list[str]
+    pkg: EnvironmentPackage,
+    phase: Phase,
+    run: SandboxResult | None,
+    skipped: list[str],
+    workdir: str | None = None,
 ) -> str | None:
-    """Why a failed ``phase`` run may be this machine's fault, or None if it is the task's."""
+    """Why a failed ``phase`` run may be this machine's fault, or None if it is the task's.
+    ``workdir``: the working directory, whose files the phase owns (a refusal there is
+    the task's)."""
     if pkg.is_cowork:
         return None  # our own packages declare no network and build no RUN-made inputs
     if needs_network(pkg, phase, run):
@@ -90,13 +100,20 @@ def unreproduced(
         )
     # after the network: a verifier that apt-installs curl (writing /var/lib/apt) to fetch
     # from astral.sh would still miss the host on a writable image
-    read_only = _read_only_write(run)
+    where = "verifier" if phase == "verifier" else "solution"
+    read_only = _refused_write(run, READ_ONLY_LINE)
     if read_only is not None:
-        where = "verifier" if phase == "verifier" else "solution"
         return (
             f"the {where} writes outside the working directory ({read_only}: Read-only file "
             "system); Harbor's container is writable everywhere, but here only the working "
             "directory is"
+        )
+    roots_file = _denied_write(run, workdir) if workdir is not None else None
+    if roots_file is not None:
+        return (
+            f"the {where} writes where only root may ({roots_file}: Permission denied); "
+            "Harbor runs its phases as root, this sandbox as a user who owns the image's "
+            "directories but not the files its build left"
         )
     runs = [line for line in skipped if line.upper().startswith("RUN") or "--from=" in line]
     if runs:
@@ -108,22 +125,42 @@ def unreproduced(
     return None
 
 
-# What a process prints when it writes where the sandbox's image is read-only, and the
-# path it names on that line (Python quotes it after the words, the shell before them).
+# What a process prints when it writes where the sandbox's image is read-only, or where
+# only root may write, and the path it names on that line (Python quotes it after the
+# words, the shell before them).
 READ_ONLY_LINE = re.compile(r"^.*Read-only file system.*$", re.MULTILINE)
-ABSOLUTE_PATH = re.compile(r"(/[\w.@+-]+)+")
+DENIED_LINE = re.compile(r"^.*Permission denied.*$", re.MULTILINE)
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])(/[\w.@+-]+)+")  # not ./x, a/b, ~/x
+# What the sandbox mounts itself, owned by the phase or meant to be read-only in Harbor too:
+# a refusal there is not root's missing.
+SANDBOX_MOUNTS = ("/tests", "/solution", "/logs", "/cowork-extra", "/tmp")
 
 
-def _read_only_write(run: SandboxResult | None) -> str | None:
-    """The path a failed run could not write because the image is read-only here (or "a
-    path" when the output does not name it); None when that is not why it failed."""
+def _refused_write(run: SandboxResult | None, refusal: re.Pattern[str]) -> str | None:
+    """The path a failed run was refused as ``refusal`` says (or "a path" when the output
+    does not name it); None when that is not why it failed."""
     if run is None:
         return None
-    line = READ_ONLY_LINE.search(f"{run.stdout}\n{run.stderr}")
+    line = refusal.search(f"{run.stdout}\n{run.stderr}")
     if line is None:
         return None
     path = ABSOLUTE_PATH.search(line.group(0))
     return path.group(0) if path else "a path"
+
+
+def _denied_write(run: SandboxResult | None, workdir: str) -> str | None:
+    """The first path outside the sandbox's own mounts and the working directory that a
+    failed run was denied (the image's, root's); None when there is none."""
+    if run is None:
+        return None
+    exempt = (*SANDBOX_MOUNTS, workdir)
+    for line in DENIED_LINE.finditer(f"{run.stdout}\n{run.stderr}"):
+        path = ABSOLUTE_PATH.search(line.group(0))
+        if path is not None and not any(
+            PurePosixPath(path.group(0)).is_relative_to(place) for place in exempt
+        ):
+            return path.group(0)
+    return None
 
 
 def _first_network_failure(run: SandboxResult | None) -> str:

@@ -122,7 +122,7 @@ class ExecutionReview:
 
     def unless_unreproduced(self, phase: Phase, run: SandboxResult | None) -> None:
         """Stop as "could not run" when this machine may be why ``run`` went wrong."""
-        reason = unreproduced(self.pkg, phase, run, self.skipped)
+        reason = unreproduced(self.pkg, phase, run, self.skipped, self.workdir)
         if reason is not None:
             raise CouldNotRun(reason)
 

@@ -1,7 +1,8 @@
 """Who a failure on a real public Harbor task belongs to (issue 26, the larger corpus): a
 ``COPY`` of a path outside the build context and a task without an oracle are the task's
-defects; a write to the image outside the working directory is this machine's limit; a
-rejected reference says what the verifier printed. Pure functions, no buildah needed."""
+defects; a write to the image outside the working directory (read-only, or a file only
+root may write) is this machine's limit; a rejected reference says what the verifier
+printed. Pure functions, no buildah needed."""
 
 from __future__ import annotations
 
@@ -78,6 +79,24 @@ def test_a_verifier_writing_its_score_under_tests_is_this_machines_limit(tmp_pat
         pkg, "verifier", _failed("bash: /tests/score.txt: Read-only file system"), []
     )
     assert reason is not None and "the verifier writes" in reason and "/tests/score.txt" in reason
+
+
+def test_a_write_into_a_file_only_root_may_write_is_this_machines_limit(tmp_path: Path) -> None:
+    pkg = _task(tmp_path, TASK)
+    run = _failed("PermissionError: [Errno 13] Permission denied: '/etc/app/config.ini'")
+    reason = unreproduced(pkg, "agent", run, [], workdir="/task")
+    assert reason is not None
+    assert "the solution writes where only root may (/etc/app/config.ini" in reason
+
+
+def test_a_refusal_in_the_workdir_or_the_tests_stays_the_tasks(tmp_path: Path) -> None:
+    pkg = _task(tmp_path, TASK)
+    for output in (
+        "bash: /tests/run_checks.sh: Permission denied",  # not executable: in Harbor too
+        "bash: /task/bin/tool: Permission denied",
+        "bash: ./tool: Permission denied",
+    ):
+        assert unreproduced(pkg, "verifier", _failed(output), [], workdir="/task") is None
 
 
 def test_a_plain_failure_stays_the_tasks(tmp_path: Path) -> None:
