@@ -32,6 +32,7 @@ pytest.importorskip("ray", reason="needs the training extra: make install-traini
 
 from coworkgym_operator.training.builders.rayjob import AGENT_PORTS
 from coworkgym_testbed import images
+from coworkgym_testbed.pki import NODE_IP
 from coworkgym_testbed.testbed import Testbed, add_kuberay, kuberay_requested
 from tests.support.kube import Cluster
 from tests.testbed.test_node import operator_env
@@ -266,6 +267,9 @@ def ray_operator(kuberay: Testbed, training_ns: str, tmp_path: Path) -> Iterator
         "COWORKGYM_TRAINING_CPU": "500m",
         "COWORKGYM_TRAINING_MEMORY": "2Gi",
         "COWORKGYM_TRAINING_SHM_SIZE": "512Mi",
+        # the run's <run>-training NetworkPolicy lets the Ray pods resolve the head's
+        # Service name: on the node the cluster DNS is a host process, not a pod
+        "COWORKGYM_TRAINING_DNS_CIDRS": json.dumps([f"{NODE_IP}/32"]),
     }  # fmt: skip
     log = tmp_path / "operator.log"
     argv = [sys.executable, "-m", "coworkgym_operator", "--standalone", "--namespace", training_ns]
