@@ -194,6 +194,16 @@ def set_lists(spec_schema: dict[str, Any], paths: Sequence[tuple[str, ...]]) -> 
         node_at(spec_schema, path)["x-kubernetes-list-type"] = "set"
 
 
+def unchanged_rule(fields: Sequence[str], message: str, *, optional: Sequence[str] = ()) -> Rule:
+    """A transition rule: each of ``fields`` (of the node the rule is on) keeps its old
+    value; each of ``optional``, which may be absent, stays absent or keeps its value."""
+    kept = [f"self.{f} == oldSelf.{f}" for f in fields] + [
+        f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})"
+        for f in optional
+    ]
+    return {"rule": " && ".join(kept), "message": message}
+
+
 def one_of_rule(fields: Sequence[str], message: str) -> Rule:
     """Exactly one of ``fields`` is given."""
     given = ", ".join(f"has(self.{f})" for f in fields)

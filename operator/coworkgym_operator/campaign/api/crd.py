@@ -79,13 +79,7 @@ DESCRIPTION = (
 )
 
 RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
-    ("spec",): [
-        {
-            "rule": "self.quotas == oldSelf.quotas && self.seed == oldSelf.seed && "
-            "self.maxTurns == oldSelf.maxTurns",
-            "message": SPEC_FROZEN,
-        },
-    ],
+    ("spec",): [base.unchanged_rule(("quotas", "seed", "maxTurns"), SPEC_FROZEN)],
     ("spec", "quotas"): [
         {"rule": "has(self.cells) != has(self.total)", "message": ONE_QUOTA},
         {

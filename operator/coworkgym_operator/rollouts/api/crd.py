@@ -33,6 +33,7 @@ from coworkgym_operator.rollouts.api.types import (
 )
 
 SELECTIONS = ("selector", "names", "manifestUri")  # of spec.environments: one of them
+FROZEN = ("environments", "policies", "samplesPerEnvironment", "output")  # of spec
 _NO_MODEL = "[" + ", ".join(f"'{h}'" for h in NO_MODEL_HARNESSES) + "]"
 NAMES = (BATCH_KIND, BATCH_PLURAL, BATCH_SINGULAR, BATCH_SHORT_NAME)
 DESCRIPTION = (
@@ -41,14 +42,7 @@ DESCRIPTION = (
 )
 
 RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
-    ("spec",): [
-        {
-            "rule": "self.environments == oldSelf.environments && self.policies == "
-            "oldSelf.policies && self.samplesPerEnvironment == oldSelf.samplesPerEnvironment "
-            "&& self.output == oldSelf.output",
-            "message": SPEC_FROZEN,
-        }
-    ],
+    ("spec",): [base.unchanged_rule(FROZEN, SPEC_FROZEN)],
     ("spec", "environments"): [
         base.one_of_rule(SELECTIONS, ONE_SELECTION),
         base.s3_rule("manifestUri", MANIFEST_NOT_S3, optional=True),

@@ -52,13 +52,6 @@ _ON_POLICY = "[" + ", ".join(f"'{o}'" for o in ON_POLICY) + "]"
 # the API server's CEL budget many times over (spec.rollout's lists and maps).
 _FROZEN_SCALARS = ("objective", "model", "rounds", "backoffLimit", "shutdownAfterJobFinishes")
 _FROZEN_OPTIONAL = ("teacher", "image")
-_FROZEN_RULE = " && ".join(
-    [f"self.{f} == oldSelf.{f}" for f in _FROZEN_SCALARS]
-    + [
-        f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})"
-        for f in _FROZEN_OPTIONAL
-    ]
-)
 _FROZEN_OBJECTS = ("data", "output", "selection", "hyperparameters", "resources")
 _FROZEN = {"rule": "self == oldSelf", "message": SPEC_FROZEN}
 # Objects whose fields all have defaults: defaulted to {} (then filled in) by the API
@@ -72,7 +65,7 @@ DESCRIPTION = (
 
 RULES: dict[tuple[str, ...], list[dict[str, str]]] = {
     ("spec",): [
-        {"rule": _FROZEN_RULE, "message": SPEC_FROZEN},
+        base.unchanged_rule(_FROZEN_SCALARS, SPEC_FROZEN, optional=_FROZEN_OPTIONAL),
         {
             "rule": "self.model.startsWith('s3://') || self.model.startsWith('/')",
             "message": MODEL_URI,
