@@ -1,50 +1,70 @@
 """The ``hard`` tier of ledger_reconciliation: a year-end close of the fund's cash account
-under a written policy, in three turns that build on each other.
+under a written policy, in three turns that build on each other, with a different set of
+problems in every seed.
 
 The workspace: ``bank.csv`` (the custodian's statement: an opening line, debit/credit
-columns with thousands separators, a running balance, and lines that run ten days past the
-period end), ``books.csv`` (our ledger export, which runs as far), ``policy.md`` (the
-period, the opening balance, how ids match, how differences are classified, which account
-each adjusting entry goes to, the reconciliation statement) and ``accounts.xlsx`` (the
-chart of accounts, a closed account among the active ones). About 150 trades a side: too
-many to reconcile by eye.
+columns with thousands separators, a running balance, lines that run ten days past the
+period end), ``books.csv`` (our ledger export, which runs as far), ``policy.md`` (the period,
+the opening balance, how ids match, how differences are classified, the limit past which an
+unsettled entry goes to the accountant, which account each adjusting entry goes to, the
+reconciliation statement), ``accounts.xlsx`` (the chart of accounts, a closed account among
+the active ones) and ``import_spec.md`` (the ledger system's journal import format). Three to
+five symbols (four before 2004) traded three to five times a month: 110 to 320 lines a side.
+
+What varies by seed (``draw_plan``): how many trades and symbols; how many of the books'
+amounts are mistyped (digits transposed) or keyed with the side reversed; two or three
+statement lines at an amount the deal does not give (the bank's error); one to four trades
+booked in the last days (outstanding) and some after the end; which bank charges occur and
+how often; and two or three of four problems that ``policy.md`` leaves open and only the
+user settles, each visible in the data to a careful reader and each a separate question:
+
+- the statement posts a trade a second time (the later line is the bank's error);
+- a settlement "less commission" (by the policy's letter a bank error; the user: the
+  broker's charge is ours, a ``book_error`` booked to Broker commissions);
+- a bank line the policy's table does not list (the user names its account);
+- a trade in the books still unsettled past the policy's limit (the policy says to raise it;
+  the user: it fell through, the books reverse it as a ``book_error``).
 
 Why hard is hard — what a careful agent must do:
 
-- **Turn 1** (the Unmatched sheet, counts, both period-end balances): read the policy
-  before the data (the period end and the opening balance are only there); parse the
-  split debit/credit columns and skip the opening line; leave out everything dated after
-  the period end, on both sides (trades booked in the last days settle after it: they are
-  outstanding, not matched; the post-period fee and trades belong to the next period);
-  classify each amount difference by recomputing the trade from its description (shares ×
-  price): usually the books are wrong (``book_error``), once the bank is (``bank_error``);
-  notice that the statement posts one trade twice, which the policy does not settle, and
-  ask (the user: the later line is a ``bank_error`` at its amount, the trade is matched);
-  read the period-end balance off the statement and compute the books' from the opening
-  balance. Every one of these is a silent wrong number if skipped.
-- **Turn 2** (builds on turn 1): the adjusting entries for the items our books must correct
-  (``bank`` and ``book_error`` rows of turn 1's sheet, never outstanding items or bank
-  errors), each mapped to an account code in two hops (the policy's table names the
-  account for a statement description, the chart gives its active code; a trade
-  correction goes to the trade's investment account), and the reconciliation statement:
-  both adjusted balances, which agree only if turn 1 was right — the agent's own check.
-- **Turn 3** (invalidates turns 1 and 2 in a way only re-reading shows): the user posted
-  the adjusting entries (all but one trade correction, which waits for the broker) and
-  replaces ``books.csv``. Correcting entries share the id of the entry they correct, so an
-  id now has two book lines and the policy's rule (sum them) matters for the first time; a
-  script that keeps one line per id finds differences that are not there. The user also
-  posted one bank charge with the wrong sign and does not say so: only re-reconciling
-  shows it, and the policy (a bank-originated line is right as the statement shows it)
-  makes it a ``book_error`` that needs a new adjusting entry. Every deliverable changes.
+- **Turn 1** (the Unmatched sheet, counts, both period-end balances): read the policy first
+  (period end, opening balance, the unsettled limit are only there); parse the split columns,
+  skip the opening line, leave out everything after the period end; recompute each
+  disagreeing trade from its deal (the books' transpositions and reversed sides are
+  ``book_error``, the bank's mistypes ``bank_error``); notice each open problem of this seed
+  and ask about each (one question each; the answers are not in any file); read the
+  statement's balance, compute the books'. About 10–14 tool calls: list, read policy, look at
+  both ledgers and the chart, script, run, inspect the differences (several kinds), ask two
+  or three times, rerun, check.
+- **Turn 2** (builds on turn 1): the Adjustments sheet (``bank`` and ``book_error`` rows
+  only, each mapped to an active account code in two hops, a commission to Broker
+  commissions, an unlisted line to the account the user named), the adjusted balances
+  (which agree only if turn 1 was right) and ``journal.csv`` in ``import_spec.md``'s format
+  (double entry: two lines per entry, numbered in id order, debit/credit by the cash
+  direction). About 6–8 calls: read the spec, edit, run, check the journal balances and the
+  statement, finish.
+- **Turn 3** (invalidates all three deliverables in ways only re-reading shows): the user
+  posted the journal (all but the entries it names as waiting for the broker: one keying
+  error, and the commission and the fallen-through trade where the seed has them, so what
+  only the user settles is still graded at the end; one bank fee keyed with the wrong sign,
+  which the message does not say), the bank sent a revised statement (it corrected one of
+  its mistyped lines, so that trade now matches; it adds an interest credit, and another
+  line of the kind the policy does not list where the seed has one) and the auditors
+  amended ``policy.md`` (interest now goes to another account; nothing says which line of
+  the file changed). Correcting lines share their entry's id, so an id now has several
+  book lines (the policy's sum rule), the slip is a ``book_error`` needing a new entry, the
+  new interest line takes the amended account, and ``journal.csv`` holds what remains to
+  post. About 6–9 calls: compare the three files with the old ones, read the amendment,
+  rerun, find the slip, check, regenerate the journal, finish.
 
-A careful agent needs about ten tool calls in turn 1 (list the files, read the policy, look
-at both ledgers and the chart, script, run, find the repeated id, ask, rerun, check), five
-or six in turn 2 and five to seven in turn 3 (look at the new books, rerun, find the slip,
-check, finish).
+Together about 22–31 tool calls for a careful agent; a script written for one seed misses
+another seed's problems (``draw_plan``), and each unasked question costs the final grade
+(the reference solution missing any one rule scores at most 0.5; with a guessed account for
+the unlisted line it falls below the pass mark, the tests show).
 
-Each difficulty is stated in the instruction or ``policy.md``, or answered by the user when
-asked (the repeated posting); each trap is declared on the family (``TaskFamily.traps``)
-and checked by the verifier with exact values from the final inputs.
+Each difficulty is stated in the instruction, ``policy.md`` or ``import_spec.md``, or answered
+by the user when asked; each trap is declared on the family (``TaskFamily.traps``) and
+checked by the verifier with exact values from the final inputs.
 """
 
 from __future__ import annotations
@@ -52,7 +72,6 @@ from __future__ import annotations
 import calendar
 import io
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
@@ -61,9 +80,17 @@ import openpyxl
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, UserState
-from ..verifier.spec import Component, RowCount, TableColumns, VerifierSpec, XlsxValue
-from .base import NEVER, FamilyDraft, FamilyParams, Trap, parse_csv, read_csv_resource, write_csv
+from ..verifier.spec import (
+    Component,
+    CsvValue,
+    RowCount,
+    TableColumns,
+    VerifierSpec,
+    XlsxValue,
+)
+from .base import NEVER, FamilyDraft, FamilyParams, Trap, read_csv_resource, write_csv
 from .common import (
+    Format,
     after_reply,
     fill_template,
     input_artifacts,
@@ -71,26 +98,40 @@ from .common import (
     inputs_unmodified,
     json_value,
     output_artifacts,
-    python_solution,
-    requirement_added,
     requirement_turn,
     rubric,
     verifier_output,
 )
+from .ledger_reconciliation_close import (
+    ACCOUNTS,
+    ADJUSTMENTS,
+    BANK,
+    BANK_ERROR,
+    BOOK_ERROR,
+    BOOKS,
+    COMMISSION,
+    IMPORT_SPEC,
+    JOURNAL,
+    JOURNAL_COLUMNS,
+    JSON,
+    POLICY,
+    SOLVE,
+    UNMATCHED,
+    USER_ACCOUNTS,
+    XLSX,
+    Difference,
+    Reconciliation,
+    Terms,
+    journal_lines,
+    reconcile_close,
+    terms,
+)
 from .office import stable_office_bytes
 
-# The files of every tier of the family; the hard tier adds the policy and the chart.
-BANK, BOOKS = "bank.csv", "books.csv"
-XLSX, JSON = "reconciliation.xlsx", "reconciliation.json"
-POLICY, ACCOUNTS = "policy.md", "accounts.xlsx"
-UNMATCHED, ADJUSTMENTS = "Unmatched", "Adjustments"
-
-MONTHS, SYMBOLS, TRADES_PER_MONTH = 12, 4, 3
+MONTHS = 12
 SETTLEMENT_DAYS = (1, 4)  # a trade reaches the statement this many days after it is booked
 RUNS_ON = 10  # days past the period end that the statement and the books' export run
-LATE_TRADES = 3  # booked in the period's last three days: they settle after its end
-NEXT_PERIOD_TRADES = 3  # booked after the period end
-BOOK_ERRORS = 3  # trades keyed into the books at a wrong amount
+UNSETTLED_DAYS = 60  # policy.md: an entry unsettled longer goes to the accountant
 MONTH_ABBR = tuple(calendar.month_abbr[1:])  # "Jan 1 2004" in stocks.csv
 
 # Lines only the bank originates, with the account the policy books them against.
@@ -100,7 +141,8 @@ BANK_CHARGES = {
     "Custody fee": "Custody fees",
     "Interest credit": "Interest income",
 }
-SLIPPED = "Account maintenance fee"  # the charge the user posts with the wrong sign (turn 3)
+INTEREST = "Interest credit"
+AMENDED_INTEREST_ACCOUNT = "Other income"  # turn 3's amendment
 # The chart of accounts besides the investment accounts: (code, name, type, status).
 CHART = (
     (1010, "Cash at bank", "asset", "active"),
@@ -112,14 +154,26 @@ CHART = (
     (6110, "Bank service charges", "expense", "active"),
     (6120, "Wire transfer fees", "expense", "active"),
     (6130, "Custody fees", "expense", "active"),
-    (6140, "Broker commissions", "expense", "active"),
+    (6140, COMMISSION, "expense", "active"),
+    (6150, "Interest expense", "expense", "active"),
 )
 INVESTMENTS_FROM = 1510  # the first investment account's code; one per symbol, 10 apart
 
-# A later statement line for a trade already posted: the user names it when asked.
-BANK_ERROR = "bank_error"
-BOOK_ERROR = "book_error"
-DEAL = re.compile(r"\b(BUY|SELL) (\d+) ([A-Z]+) @ (\d+\.\d{2})\b")
+# The problems policy.md leaves open, each settled only by asking; a seed has two or three.
+REPEATED, COMMISSION_NETTED, UNLISTED, FELL_THROUGH = (
+    "repeated",
+    "commission",
+    "unlisted",
+    "fell_through",
+)
+OPEN_PROBLEMS = (REPEATED, COMMISSION_NETTED, UNLISTED, FELL_THROUGH)
+# How an unlisted bank line is named in a question (two words, both needed to match).
+UNLISTED_SUBJECT = {
+    "Wire recall fee": "wire recall",
+    "Returned payment fee": "returned payment",
+    "Statement reprint fee": "statement reprint",
+    "Overdraft interest": "overdraft interest",
+}
 
 TRAPS = (
     Trap(
@@ -131,19 +185,82 @@ TRAPS = (
     ),
     Trap(
         "bank_side_error",
-        "one statement line settles a trade at an amount its deal does not give (hard): "
+        "a statement line settles a trade at an amount its deal does not give (hard): "
         "the bank, not the books, is wrong",
         (r"\bbank (is|was) wrong\b", r"\bbank'?s? (mistake|typo|keying)", r"\bdeal ticket"),
+    ),
+    Trap(
+        "reversed_side",
+        "the books key a trade with its side reversed (hard): a BUY as money in",
+        (r"\b(side|sign) (is |was )?reversed\b", r"\bopposite (side|sign)\b", r"\bbackwards\b"),
+    ),
+    Trap(
+        "commission_netted",
+        "a settlement is less the broker's commission (hard): not the bank's error",
+        (r"\bless commission\b", r"\bnet of\b", r"\bnetted\b"),
+    ),
+    Trap(
+        "unlisted_bank_line",
+        "a bank line the policy's account table does not list (hard)",
+        (
+            r"\bunlisted\b",
+            r"\bnot (in|on) (the |policy\.md'?s? )?(policy|table)",
+            r"\bnot listed\b",
+        ),
+    ),
+    Trap(
+        "fell_through",
+        "a trade in the books unsettled past the policy's limit (hard)",
+        (r"\bunsettled for\b", r"\b60 days\b", r"\bnever (settled|cleared)\b"),
     ),
     Trap(
         "posting_slip",
         "the books of the last turn post one bank charge with the wrong sign (hard)",
         (r"\bwrong sign\b", r"\bsign (is|was) wrong\b", r"\bflipped\b", r"\bas a credit\b"),
     ),
+    Trap(
+        "statement_revised",
+        "the revised statement of the last turn corrects the bank's mistyped lines and adds "
+        "an interest credit (hard)",
+        (r"\bcorrected (its|the|their) (error|amount|mistake)", r"\bleft out\b", r"\bomitted\b"),
+    ),
+    Trap(
+        "policy_amended",
+        "the amended policy of the last turn books interest to another account (hard)",
+        (r"\bother income\b", r"\binterest (now|is now|goes)\b"),
+    ),
 )
 
 
-# ---- the ledgers -------------------------------------------------------------------------
+# ---- what a seed plants ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many of each kind a seed plants, and which open problems it has."""
+
+    symbols: int
+    trades_per_month: int
+    transposed: int
+    reversed_side: int
+    bank_mistyped: int
+    late_trades: int
+    next_period_trades: int
+    open_problems: tuple[str, ...]
+
+
+def draw_plan(rng: random.Random) -> Plan:
+    book_side = rng.choice([(1, 1), (2, 0), (2, 1), (1, 2), (3, 0), (3, 1)])
+    return Plan(
+        symbols=rng.randint(3, 5),
+        trades_per_month=rng.randint(3, 5),
+        transposed=book_side[0],
+        reversed_side=book_side[1],
+        bank_mistyped=rng.randint(2, 3),
+        late_trades=rng.randint(1, 4),
+        next_period_trades=rng.randint(2, 4),
+        open_problems=tuple(sorted(rng.sample(OPEN_PROBLEMS, k=rng.choice([2, 3, 3])))),
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +284,13 @@ class Close:
     statement: list[Line]
     books: list[Line]
     symbols: list[str]  # every symbol the chart has an investment account for
-    book_errors: list[str] = field(default_factory=list)  # ids mistyped in the books
+    plan: Plan
+    book_side_errors: list[str] = field(default_factory=list)  # transposed or reversed ids
+    bank_mistyped: dict[str, float] = field(default_factory=dict)  # id → the deal's amount
+    unlisted: str = ""  # the bank line the policy's table does not list, if planted
+    netted: str = ""  # the trade settled less commission, if planted
+    fell_through: str = ""  # the trade the statement never settles, if planted
+    next_id: int = 0  # the first BK number nothing uses yet
 
 
 def monthly_prices() -> dict[tuple[str, str], float]:
@@ -205,17 +328,17 @@ def _add_months(year: int, month: int, count: int) -> tuple[int, int]:
 
 def draw_close(rng: random.Random) -> Close:
     """A year of trades at the months' closing prices, settled a few days after booking,
-    with the planted differences: mistyped book amounts, a bank line at a wrong amount, a
-    trade posted twice, the bank's own charges, and lines past the period end on both sides."""
+    with the seed's planted differences (``draw_plan``), the bank's own charges, and lines
+    past the period end on both sides."""
+    plan = draw_plan(rng)
     prices = monthly_prices()
     year, first = rng.randint(2001, 2008), rng.randint(1, 12)
     months = [_add_months(year, first, k) for k in range(MONTHS + 1)]  # and the next one
-    start = date(year, first, 1)
-    end = _month_end(*months[MONTHS - 1])
+    start, end = date(year, first, 1), _month_end(*months[MONTHS - 1])
     symbols = sorted(
         {s for s, _m in prices if all((s, f"{y}-{m:02d}") in prices for y, m in months)}
     )
-    chosen = sorted(rng.sample(symbols, k=SYMBOLS))
+    chosen = sorted(rng.sample(symbols, k=min(plan.symbols, len(symbols))))  # 4 before 2004
     seq = rng.randint(1000, 6000)
     booked: list[tuple[Line, date]] = []  # (the books' line, the day it settles)
 
@@ -237,42 +360,88 @@ def draw_close(rng: random.Random) -> Close:
     for y, m in months[:MONTHS]:
         last = calendar.monthrange(y, m)[1]
         for symbol in chosen:
-            for _n in range(TRADES_PER_MONTH):
+            for _n in range(plan.trades_per_month):
                 trade(date(y, m, rng.randint(1, min(last, 28))), symbol)
-    for _n in range(LATE_TRADES):  # booked in the last three days, settled after the end
+    for _n in range(plan.late_trades):  # booked in the last three days, settled after the end
         day, symbol = end - timedelta(days=rng.randint(0, 2)), rng.choice(chosen)
         trade(day, symbol, end + timedelta(days=rng.randint(*SETTLEMENT_DAYS)))
-    for _n in range(NEXT_PERIOD_TRADES):
+    for _n in range(plan.next_period_trades):
         trade(end + timedelta(days=rng.randint(1, RUNS_ON - 4)), rng.choice(chosen))
     booked.sort(key=lambda pair: (pair[0].day, pair[0].id))
     horizon = end + timedelta(days=RUNS_ON)
 
-    # the planted differences, on trades settled well inside the period
+    # the planted differences, each on its own trade settled well inside the period
     settled_early = [line for line, settles in booked if settles <= end - timedelta(days=5)]
-    planted = rng.sample(settled_early, k=BOOK_ERRORS + 2)
-    book_errors, bank_error, repeated = planted[:BOOK_ERRORS], planted[-2], planted[-1]
-    wrong = {line.id: mistype(line.amount, rng) for line in book_errors}
+    old = [line for line in settled_early if line.day < end - timedelta(days=UNSETTLED_DAYS + 15)]
+    fell_through = rng.choice(old) if FELL_THROUGH in plan.open_problems else None
+    pool = [line for line in settled_early if line is not fell_through]
+    counts = (plan.transposed, plan.reversed_side, plan.bank_mistyped)
+    planted = rng.sample(pool, k=sum(counts) + 2)
+    transposed, reversed_side = planted[: counts[0]], planted[counts[0] : sum(counts[:2])]
+    mistyped_bank = planted[sum(counts[:2]) : sum(counts)]
+    repeated, netted = planted[-2], planted[-1]
+    wrong = {line.id: mistype(line.amount, rng) for line in transposed}
+    wrong.update({line.id: -line.amount for line in reversed_side})
     books = [replace(line, amount=wrong.get(line.id, line.amount)) for line, _s in booked]
 
-    statement = [
-        replace(line, day=settles, description=f"Settlement {line.description}", account="")
-        for line, settles in booked
-        if settles <= horizon
-    ]
-    statement = [
-        replace(s, amount=mistype(s.amount, rng)) if s.id == bank_error.id else s for s in statement
-    ]
-    posted = next(s for s in statement if s.id == repeated.id)
-    statement.append(replace(posted, day=posted.day + timedelta(days=rng.randint(1, 3))))
-    charge_months = rng.sample(months[:MONTHS], k=len(BANK_CHARGES))
-    for n, (text, (y, m)) in enumerate(zip(BANK_CHARGES, sorted(charge_months), strict=True)):
-        statement.append(Line(f"BK{seq + 11 + n:04d}", _charge_day(y, m), text, _charge(text, rng)))
+    bank_wrong = {line.id: mistype(line.amount, rng) for line in mistyped_bank}
+    statement: list[Line] = []
+    for line, settles in booked:
+        if settles > horizon or line is fell_through:
+            continue
+        settled = replace(
+            line,
+            day=settles,
+            description=f"Settlement {line.description}",
+            amount=bank_wrong.get(line.id, line.amount),
+            account="",
+        )
+        if COMMISSION_NETTED in plan.open_problems and line is netted:
+            commission = round(rng.uniform(4, 30), 2)
+            settled = replace(
+                settled,
+                description=f"{settled.description} less commission {commission:.2f}",
+                amount=round(settled.amount - commission, 2),
+            )
+        statement.append(settled)
+    if REPEATED in plan.open_problems:
+        posted = next(s for s in statement if s.id == repeated.id)
+        statement.append(replace(posted, day=posted.day + timedelta(days=rng.randint(1, 3))))
+    bank_id = seq + 11
+    present = sorted(rng.sample(sorted(BANK_CHARGES), k=rng.randint(3, 4)))
+    if "Account maintenance fee" not in present:  # a fee is always there for turn 3's slip
+        present = sorted([*present[1:], "Account maintenance fee"])
+    for text in present:
+        for y, m in sorted(rng.sample(months[:MONTHS], k=rng.randint(1, 3))):
+            statement.append(Line(f"BK{bank_id:04d}", _charge_day(y, m), text, _charge(text, rng)))
+            bank_id += rng.randint(1, 4)
+    unlisted = ""
+    if UNLISTED in plan.open_problems:
+        unlisted = rng.choice(sorted(USER_ACCOUNTS))
+        y, m = rng.choice(months[1 : MONTHS - 1])
+        statement.append(Line(f"BK{bank_id:04d}", date(y, m, rng.randint(3, 26)), unlisted,
+                              -round(rng.uniform(8, 60), 2)))  # fmt: skip
+        bank_id += 2
     statement.append(  # the next period's first charge
-        Line(f"BK{seq + 19:04d}", end + timedelta(days=5), SLIPPED, _charge(SLIPPED, rng))
+        Line(f"BK{bank_id:04d}", end + timedelta(days=5), present[0], _charge(present[0], rng))
     )
     statement.sort(key=lambda s: (s.day, s.id))
     opening = round(rng.uniform(1_500_000, 2_500_000), 2)
-    return Close(start, end, opening, statement, books, symbols, sorted(wrong))
+    return Close(
+        start,
+        end,
+        opening,
+        statement,
+        books,
+        symbols,
+        plan,
+        sorted(wrong),
+        {line.id: line.amount for line in mistyped_bank},
+        unlisted,
+        netted.id if COMMISSION_NETTED in plan.open_problems else "",
+        fell_through.id if fell_through else "",
+        bank_id + 3,
+    )
 
 
 def _charge_day(year: int, month: int) -> date:
@@ -280,7 +449,7 @@ def _charge_day(year: int, month: int) -> date:
 
 
 def _charge(text: str, rng: random.Random) -> float:
-    if text == "Interest credit":
+    if text == INTEREST:
         return round(rng.uniform(3, 12), 2)
     if text == "Custody fee":
         return -round(rng.uniform(40, 95), 2)
@@ -294,7 +463,7 @@ def _money(amount: float) -> str:
     return f"{amount:,.2f}"
 
 
-def statement_csv(close: Close) -> bytes:
+def statement_csv(close: Close, lines: Sequence[Line] | None = None) -> bytes:
     """The statement: an opening line without an id, then each line with its running balance."""
     balance = close.opening
     rows: list[dict[str, object]] = [
@@ -304,7 +473,7 @@ def statement_csv(close: Close) -> bytes:
             "balance": _money(balance),
         }
     ]
-    for s in close.statement:
+    for s in close.statement if lines is None else lines:
         balance = round(balance + s.amount, 2)
         rows.append(
             {
@@ -354,13 +523,8 @@ def accounts_xlsx(symbols: Sequence[str]) -> bytes:
     return stable_office_bytes(buffer.getvalue())
 
 
-PERIOD_END_RE = re.compile(r"the period ends on (\d{4}-\d{2}-\d{2})")
-OPENING_RE = re.compile(r"balance before the period's first entry was (-?[\d,]+\.\d{2})")
-ACCOUNT_ROW_RE = re.compile(r"^\| ([A-Z][^|]*?) \| ([A-Z][^|]*?) \|$", re.M)
-
-
-def policy_md(close: Close) -> str:
-    table = "\n".join(f"| {text} | {account} |" for text, account in BANK_CHARGES.items())
+def policy_md(close: Close, accounts: Mapping[str, str] = BANK_CHARGES, amended: str = "") -> str:
+    table = "\n".join(f"| {text} | {account} |" for text, account in accounts.items())
     return f"""\
 # Cash reconciliation policy
 
@@ -386,14 +550,17 @@ balance at the period end is that opening balance plus every book amount of the 
 A book entry and a statement line are the same transaction when they share an `id`. In \
 the books, a correcting entry carries the id of the entry it corrects: an id's book amount \
 is the sum of its lines of the period. An id whose statement amount and book amount agree \
-to the cent is matched.
+to the cent is matched. An id whose book lines sum to zero and that the statement does not \
+show is closed: it is neither matched nor a difference.
 
 ## 4. Differences
 
 Every other id of the period is a difference, listed once:
 
 - only on the statement: `bank` (the bank's own charges and interest);
-- only in the books: `books` (not yet settled by the bank; these clear by themselves);
+- only in the books: `books` (not yet settled by the bank; these clear by themselves). A \
+book entry the statement has still not settled more than {UNSETTLED_DAYS} days after its \
+date is no ordinary outstanding item: raise it with the accountant before you list it;
 - on both, with different amounts: whichever side disagrees with the transaction is in \
 error. A trade's description is its deal (`BUY 120 IBM @ 81.23`): its true amount is the \
 shares times the price, rounded to the cent, negative for a BUY. If the books disagree the \
@@ -411,8 +578,10 @@ booked against the account its statement description names here:
 {table}
 
 A trade's correction is booked against the trade's own investment account (the books' \
-`account`). Use the account's code from `accounts.xlsx`; a closed account takes no entries.
-
+`account`). Use the account's code from `accounts.xlsx`; a closed account takes no entries. \
+An adjusting entry's amount is the difference's amount: positive when it brings money into \
+the cash account.
+{amended}
 ## 6. The reconciliation statement
 
 - adjusted bank balance = the statement's balance at the period end + the `books` \
@@ -425,241 +594,44 @@ do the close is not finished.
 """
 
 
-# ---- the verifier's reading of the files --------------------------------------------------
+def amended_policy(close: Close) -> str:
+    accounts = {**BANK_CHARGES, INTEREST: AMENDED_INTEREST_ACCOUNT}
+    note = (
+        f"\nAmended {(close.end + timedelta(days=RUNS_ON + 4)).isoformat()} by the auditors, "
+        "for this close and later ones: the table above is the one in force; entries "
+        "already posted stand.\n"
+    )
+    return policy_md(close, accounts, note)
 
 
-@dataclass(frozen=True)
-class Difference:
-    id: str
-    source: str  # bank | books | book_error | bank_error
-    amount: float  # the entry's amount (bank, books, a repeated line), else statement − books
+def import_spec_md() -> str:
+    columns = ", ".join(f"`{c}`" for c in JOURNAL_COLUMNS)
+    return f"""\
+# Journal import format
 
+The ledger system posts adjusting entries from a CSV file (comma separated, a header row) \
+with these columns, in this order: {columns}.
 
-@dataclass(frozen=True)
-class Adjustment:
-    id: str
-    account: int
-    amount: float
+- Entries are numbered `JE001`, `JE002`, … in the order of the ids of the differences they \
+correct (`entry`).
+- Each entry has exactly two lines: first the line on the entry's account, whose `line` is \
+the entry number followed by `-1` (`JE001-1`), then the line on Cash at bank, `-2` \
+(`JE001-2`).
+- `date` is the posting date, `YYYY-MM-DD`: the last day of the period closed.
+- `account` is the account's numeric code from the chart of accounts.
+- `debit` and `credit` are amounts with two decimals and no thousands separators, never \
+negative; a line carries its amount on one side and `0.00` on the other, and an entry's two \
+lines balance.
+- An entry that brings money into the cash account debits Cash at bank and credits the \
+entry's account; an entry that takes money out credits Cash at bank and debits the entry's \
+account.
+- `memo` is the id of the difference the entry corrects, on both lines.
 
-
-@dataclass
-class Reconciliation:
-    differences: list[Difference]
-    matched: int
-    bank_balance: float
-    book_balance: float
-    adjustments: list[Adjustment]
-
-    def count(self, source: str) -> int:
-        return sum(1 for d in self.differences if d.source == source)
-
-    def total(self, *sources: str) -> float:
-        return sum(d.amount for d in self.differences if d.source in sources)
-
-    @property
-    def adjusted_bank_balance(self) -> float:
-        return round(self.bank_balance + self.total("books") - self.total(BANK_ERROR), 2)
-
-    @property
-    def adjusted_book_balance(self) -> float:
-        return round(self.book_balance + self.total("bank", BOOK_ERROR), 2)
-
-
-@dataclass(frozen=True)
-class Terms:
-    """What ``policy.md`` and ``accounts.xlsx`` fix: the period end, the opening balance,
-    and the account code for each statement description and each books account."""
-
-    end: str
-    opening: float
-    codes: Mapping[str, int]  # statement description or books account → code
-
-
-def terms(policy: bytes, accounts: bytes) -> Terms:
-    text = policy.decode()
-    end, opening = PERIOD_END_RE.search(text), OPENING_RE.search(text)
-    if end is None or opening is None:
-        raise ValueError(f"{POLICY} states no period end or opening balance")
-    sheet = openpyxl.load_workbook(io.BytesIO(accounts), read_only=True)["Accounts"]
-    rows = list(sheet.iter_rows(min_row=2, values_only=True))
-    active = {str(name): int(str(code)) for code, name, _kind, status in rows if status == "active"}
-    codes = dict(active)
-    codes.update({line: active[name] for line, name in ACCOUNT_ROW_RE.findall(text)})
-    return Terms(end[1], float(opening[1].replace(",", "")), codes)
-
-
-def _number(text: str | None) -> float:
-    return float(text.replace(",", "")) if text and text.strip() else 0.0
-
-
-def _deal_amount(description: str) -> float | None:
-    deal = DEAL.search(description)
-    if deal is None:
-        return None
-    side, shares, _symbol, price = deal.groups()
-    amount = round(int(shares) * float(price), 2)
-    return -amount if side == "BUY" else amount
-
-
-def reconcile_close(bank: bytes, books: bytes, close: Terms) -> Reconciliation:
-    """The close as ``policy.md`` defines it, with the user's answer for a trade the statement
-    posts twice (its later lines are ``bank_error`` at their amounts; the trade is matched)."""
-    statement: dict[str, tuple[float, str]] = {}  # id → (first line's amount, description)
-    differences: list[Difference] = []
-    bank_balance = close.opening
-    for row in parse_csv(bank):
-        if row["date"] > close.end:
-            continue
-        bank_balance = _number(row["balance"])
-        key = row["id"].strip()
-        if not key:  # the opening line
-            continue
-        amount = round(_number(row["credit"]) - _number(row["debit"]), 2)
-        if key in statement:
-            differences.append(Difference(key, BANK_ERROR, amount))
-        else:
-            statement[key] = (amount, row["description"])
-    ledger: dict[str, float] = {}
-    accounts: dict[str, str] = {}
-    for row in parse_csv(books):
-        if row["date"] > close.end:
-            continue
-        key = row["id"].strip()
-        ledger[key] = round(ledger.get(key, 0.0) + _number(row["amount"]), 2)
-        accounts.setdefault(key, row["account"])
-    matched = 0
-    adjustments: list[Adjustment] = []
-    for key in sorted(set(statement) | set(ledger)):
-        if key not in ledger:
-            amount, description = statement[key]
-            differences.append(Difference(key, "bank", amount))
-            adjustments.append(Adjustment(key, close.codes[description], amount))
-        elif key not in statement:
-            differences.append(Difference(key, "books", ledger[key]))
-        elif abs(statement[key][0] - ledger[key]) > 0.005:
-            amount, description = statement[key]
-            true = _deal_amount(description)
-            source = BANK_ERROR if true is not None and abs(amount - true) > 0.005 else BOOK_ERROR
-            gap = round(amount - ledger[key], 2)
-            differences.append(Difference(key, source, gap))
-            if source == BOOK_ERROR:
-                account = accounts[key] if true is not None else description
-                adjustments.append(Adjustment(key, close.codes[account], gap))
-        else:
-            matched += 1
-    differences.sort(key=lambda d: d.id)
-    book_balance = round(close.opening + sum(ledger.values()), 2)
-    return Reconciliation(differences, matched, round(bank_balance, 2), book_balance, adjustments)
+Files that break these rules are rejected whole.
+"""
 
 
 # ---- the task ------------------------------------------------------------------------------
-
-SOLVE = python_solution(
-    "close the cash account under policy.md (hard).",
-    r"""import csv
-import json
-import os
-import re
-import openpyxl
-
-turn = int(os.environ.get("COWORK_TURN", "0"))
-adjusting = turn >= int(os.environ["ADJUSTMENTS_FROM_TURN"])
-policy = open("policy.md", encoding="utf-8").read()
-end = re.search(r"period ends on (\d{4}-\d{2}-\d{2})", policy).group(1)
-
-def number(text):
-    return float(text.replace(",", "")) if text and text.strip() else 0.0
-
-opening = number(re.search(r"first entry was ([-\d,.]+\d)", policy).group(1))
-names = dict(re.findall(r"^\| ([A-Z][^|]*?) \| ([A-Z][^|]*?) \|$", policy, re.M))
-chart = openpyxl.load_workbook("accounts.xlsx")["Accounts"]
-rows = chart.iter_rows(min_row=2, values_only=True)
-code_of = {name: int(code) for code, name, _kind, status in rows if status == "active"}
-
-def deal(description):
-    found = re.search(r"(BUY|SELL) (\d+) [A-Z]+ @ (\d+\.\d\d)", description)
-    if not found:
-        return None
-    value = round(int(found.group(2)) * float(found.group(3)), 2)
-    return -value if found.group(1) == "BUY" else value
-
-bank, repeats, bank_balance = {}, [], opening
-with open("bank.csv", newline="", encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-        if row["date"] > end:
-            continue
-        bank_balance = number(row["balance"])
-        if not row["id"]:
-            continue
-        amount = round(number(row["credit"]) - number(row["debit"]), 2)
-        if row["id"] in bank:  # the user: a later line for a posted trade is the bank's error
-            repeats.append((row["id"], "bank_error", amount))
-        else:
-            bank[row["id"]] = (amount, row["description"])
-
-books, account_of = {}, {}
-with open("books.csv", newline="", encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-        if row["date"] > end:
-            continue
-        books[row["id"]] = round(books.get(row["id"], 0.0) + float(row["amount"]), 2)
-        account_of.setdefault(row["id"], row["account"])
-
-unmatched, adjustments, matched = list(repeats), [], 0
-for key in sorted(set(bank) | set(books)):
-    if key not in books:
-        amount, description = bank[key]
-        unmatched.append((key, "bank", amount))
-        adjustments.append((key, code_of[names[description]], amount))
-    elif key not in bank:
-        unmatched.append((key, "books", books[key]))
-    elif round(bank[key][0] - books[key], 2) != 0:
-        amount, description = bank[key]
-        diff = round(amount - books[key], 2)
-        true = deal(description)
-        if true is not None and round(amount - true, 2) != 0:
-            unmatched.append((key, "bank_error", diff))
-        else:
-            unmatched.append((key, "book_error", diff))
-            name = account_of[key] if true is not None else names[description]
-            adjustments.append((key, code_of[name], diff))
-    else:
-        matched += 1
-unmatched.sort()
-
-def total(*sources):
-    return sum(u[2] for u in unmatched if u[1] in sources)
-
-book_balance = round(opening + sum(books.values()), 2)
-wb = openpyxl.Workbook()
-ws = wb.active
-ws.title = "Unmatched"
-ws.append(["id", "source", "amount"])
-for row in unmatched:
-    ws.append(list(row))
-summary = {
-    "matched": matched,
-    "bank_only": sum(1 for u in unmatched if u[1] == "bank"),
-    "books_only": sum(1 for u in unmatched if u[1] == "books"),
-    "book_errors": sum(1 for u in unmatched if u[1] == "book_error"),
-    "bank_errors": sum(1 for u in unmatched if u[1] == "bank_error"),
-    "bank_balance": round(bank_balance, 2),
-    "book_balance": book_balance,
-}
-if adjusting:
-    sheet = wb.create_sheet("Adjustments")
-    sheet.append(["id", "account", "amount"])
-    for row in sorted(adjustments):
-        sheet.append(list(row))
-    summary["adjusted_bank_balance"] = round(bank_balance + total("books") - total("bank_error"), 2)
-    summary["adjusted_book_balance"] = round(book_balance + total("bank", "book_error"), 2)
-    assert summary["adjusted_bank_balance"] == summary["adjusted_book_balance"], summary
-wb.save("reconciliation.xlsx")
-with open("reconciliation.json", "w") as f:
-    json.dump(summary, f, indent=2)
-""",
-    "ADJUSTMENTS_FROM_TURN",
-)
 
 
 def draft(params: FamilyParams) -> FamilyDraft:
@@ -669,9 +641,10 @@ def draft(params: FamilyParams) -> FamilyDraft:
         BOOKS: books_csv(close.books),
         POLICY: policy_md(close).encode(),
         ACCOUNTS: accounts_xlsx(close.symbols),
+        IMPORT_SPEC: import_spec_md().encode(),
         "README.md": _readme(close).encode(),
     }
-    # Turn 2 asks for what builds on turn 1; turn 3 (the posted entries) needs turn 2's.
+    # Turn 2 asks for what builds on turn 1; turn 3 (the posted journal) needs turn 2's.
     kinds = ["requirement_changed", "input_replaced"][: params.turns - 1]
     turns: list[UserTurn] = []
     if "requirement_changed" in kinds:
@@ -682,76 +655,132 @@ def draft(params: FamilyParams) -> FamilyDraft:
             input_turn(
                 2,
                 after_reply(2),
-                f"I posted your adjusting entries, all but the correction to {held}, which "
-                f"waits for the broker's confirmation. `{BOOKS}` is the new ledger export "
-                f"(the adjusting entries are dated {close.end.isoformat()}, the period end). "
-                "Please bring the workbook, both sheets, and the summary up to date.",
-                {BOOKS: posted},
-                reason="adjusting entries posted",
-                invalidates=[XLSX, JSON],
+                f"I posted your journal, all but the entries for {_listed(held)}, which "
+                f"wait for the broker's confirmation; `{BOOKS}` is the new ledger export. The bank "
+                f"also sent a revised statement for the period, now in `{BANK}`, and the "
+                f"auditors amended `{POLICY}`. Please bring everything up to date: both "
+                f"sheets, `{JOURNAL}` (what remains to post) and the summary.",
+                {
+                    BOOKS: posted,
+                    BANK: statement_csv(close, revised_statement(close, params.rng("revision"))),
+                    POLICY: amended_policy(close).encode(),
+                },
+                reason="journal posted, statement revised, policy amended",
+                invalidates=[XLSX, JSON, JOURNAL],
             )
         )
     period = f"{close.start:%Y-%m}-to-{close.end:%Y-%m}"
+    adjusting = "requirement_changed" in kinds
+    outputs: dict[str, Format] = {XLSX: "xlsx", JSON: "json"}
+    if adjusting:
+        outputs[JOURNAL] = "csv"
+    inputs = [BANK, BOOKS, POLICY, ACCOUNTS, IMPORT_SPEC]
     return FamilyDraft(
         slug=f"ledger-reconciliation-{period}-{params.seed}",
         title=f"Close the fund's cash account, {period}",
-        instruction=INSTRUCTION,
+        instruction=instruction(adjusting),
         workspace=workspace,
-        solve_sh=fill_template(
-            SOLVE, adjustments_from_turn=1 if "requirement_changed" in kinds else NEVER
+        solve_sh=fill_template(SOLVE, adjustments_from_turn=1 if adjusting else NEVER),
+        user=user(close),
+        inputs=input_artifacts(
+            {BANK: "csv", BOOKS: "csv", POLICY: "md", ACCOUNTS: "xlsx", IMPORT_SPEC: "md"}
         ),
-        user=user(),
-        inputs=input_artifacts({BANK: "csv", BOOKS: "csv", POLICY: "md", ACCOUNTS: "xlsx"}),
-        outputs=output_artifacts({XLSX: "xlsx", JSON: "json"}, [BANK, BOOKS, POLICY, ACCOUNTS]),
+        outputs=output_artifacts(outputs, inputs),
         turns=turns,
-        agent_timeout_sec=1800.0,
+        agent_timeout_sec=2400.0,
     )
+
+
+def _close_of(files: Mapping[str, bytes]) -> Reconciliation:
+    return reconcile_close(files[BANK], files[BOOKS], terms(files[POLICY], files[ACCOUNTS]))
 
 
 def posted_books(
     close: Close, workspace: Mapping[str, bytes], rng: random.Random
-) -> tuple[bytes, str]:
-    """The books after the user posted turn 2's adjusting entries, dated the period end:
-    every one but a trade correction held back for the broker, and the maintenance fee
-    keyed with the wrong sign. Returns the export and the held-back id."""
-    result = reconcile_close(
-        workspace[BANK], workspace[BOOKS], terms(workspace[POLICY], workspace[ACCOUNTS])
-    )
-    held = rng.choice([d.id for d in result.differences if d.source == BOOK_ERROR])
+) -> tuple[bytes, list[str]]:
+    """The books after the user posted turn 2's journal, dated the period end: every entry
+    but the trade corrections held back for the broker (one of the books' keying errors, and
+    the commission and the fallen-through trade where planted, so that what only the user
+    settles is still graded at the end), and one bank fee keyed with the wrong sign. Returns
+    the export and the held-back ids."""
+    result = _close_of(workspace)
+    held = sorted({rng.choice(close.book_side_errors), close.netted, close.fell_through} - {""})
     descriptions = {s.id: s.description for s in close.statement}
-    accounts = {b.id: b.account for b in close.books}
+    fees = [a.id for a in result.adjustments if a.amount < 0 and descriptions.get(a.id, "") in
+            BANK_CHARGES]  # fmt: skip
+    slipped = rng.choice(fees)
     names = {code: name for code, name, _k, _s in chart(close.symbols)}
     entries = []
     for adjustment in result.adjustments:
-        if adjustment.id == held:
+        if adjustment.id in held:
             continue
-        trade = adjustment.id in accounts
-        description = descriptions[adjustment.id]
-        amount = adjustment.amount
-        if description == SLIPPED:
-            amount = -amount
+        trade = adjustment.id.startswith("TX")
         entries.append(
             Line(
                 adjustment.id,
                 close.end,
-                f"Correction of {adjustment.id}" if trade else description,
-                amount,
-                accounts[adjustment.id] if trade else names[adjustment.account],
+                f"Correction of {adjustment.id}" if trade else descriptions[adjustment.id],
+                -adjustment.amount if adjustment.id == slipped else adjustment.amount,
+                names[adjustment.account],
             )
         )
     return books_csv([*close.books, *entries]), held
 
 
+def revised_statement(close: Close, rng: random.Random) -> list[Line]:
+    """The bank's revision of the period: one of its mistyped settlements at the deal's
+    amount (that trade now matches; the others stay the bank's errors), an interest credit
+    in the last month that the first statement did not carry, and, where the statement has
+    a line the policy's table does not list, another such line."""
+    fixed = rng.choice(sorted(close.bank_mistyped))
+    lines = [
+        replace(s, amount=close.bank_mistyped[fixed]) if s.id == fixed else s
+        for s in close.statement
+    ]
+    later = [
+        Line(
+            f"BK{close.next_id:04d}",
+            close.end - timedelta(days=rng.randint(1, 8)),
+            INTEREST,
+            round(rng.uniform(3, 12), 2),
+        )
+    ]
+    if close.unlisted:
+        later.append(
+            Line(
+                f"BK{close.next_id + 2:04d}",
+                close.end - timedelta(days=rng.randint(9, 20)),
+                close.unlisted,
+                -round(rng.uniform(8, 60), 2),
+            )
+        )
+    return sorted([*lines, *later], key=lambda s: (s.day, s.id))
+
+
+def _listed(ids: Sequence[str]) -> str:
+    return ids[0] if len(ids) == 1 else f"{', '.join(ids[:-1])} and {ids[-1]}"
+
+
 _ADJUSTMENTS_REQUEST = (
-    "Thanks. The auditors now want the adjusting entries and the reconciliation statement. "
-    f"Add a sheet `{ADJUSTMENTS}` to the workbook with the columns `id`, `account`, `amount`: "
-    "one row per difference our books must correct, as policy.md says, sorted by id, with "
-    f"`account` the account's code from `{ACCOUNTS}` and `amount` the difference's amount as "
-    f"in `{UNMATCHED}`. Add `adjusted_bank_balance` and `adjusted_book_balance` to the JSON, "
-    "as policy.md defines them, rounded to cents."
+    "Thanks. The auditors now want the adjusting entries and the reconciliation statement, "
+    "and I will post the entries through the ledger system's import. Add a sheet "
+    f"`{ADJUSTMENTS}` to the workbook with the columns `id`, `account`, `amount`: one row per "
+    "difference our books must correct, as policy.md says, sorted by id, with `account` the "
+    f"account's code from `{ACCOUNTS}` and `amount` the entry's amount. Add "
+    "`adjusted_bank_balance` and `adjusted_book_balance` to the JSON, as policy.md defines "
+    f"them, rounded to cents. And write the same entries as `{JOURNAL}` in the format "
+    f"`{IMPORT_SPEC}` describes (columns " + ", ".join(f"`{c}`" for c in JOURNAL_COLUMNS) + ")."
 )
 
-INSTRUCTION = f"""\
+
+def instruction(journal: bool) -> str:
+    later = ""
+    if journal:
+        later = (
+            f"\nLater I will post adjusting entries from a `{JOURNAL}` in the format "
+            f"`{IMPORT_SPEC}`\ndescribes; I will say when.\n"
+        )
+    return f"""\
 Please close our fund's cash account for the period. The bank statement is `{BANK}`, our
 books are `{BOOKS}`, `{POLICY}` is the reconciliation policy the auditors hold us to (it
 decides the period, what matches and how each difference is classified) and `{ACCOUNTS}`
@@ -772,23 +801,34 @@ Create:
    have each source), `bank_balance` (the statement's balance at the period end) and
    `book_balance` (our books' balance at the period end), amounts rounded to cents.
 
-Do not modify the input files. The statement is the bank's record, not ours: if it holds
-lines these rules do not settle, ask me how to list them before you finish.
-"""
+Do not modify the input files. Where the files and the policy do not settle how to list
+something, ask me before you finish: I know the trades and the bank's lines.
+{later}"""
 
 
-def user() -> UserState:
-    return UserState(
-        persona="Fund accountant who closes the cash account at each period end.",
-        role="accountant",
-        latent_goals=["Every difference must be explainable to the auditors line by line."],
-        knowledge_boundary=["does not know how the bank's posting system works inside"],
-        signal_plan=[
-            Signal(
-                trigger="agent asks about the sign of amounts",
-                reveals="money leaving the account is a debit on the statement and negative "
-                "in the books",
-            ),
+def user(close: Close) -> UserState:
+    """The accountant: the answers every close needs, and one per open problem this seed has
+    (asked about anything else, the user says nothing of them)."""
+    signals = [
+        Signal(
+            trigger="agent asks about the sign of amounts",
+            reveals="money leaving the account is a debit on the statement and negative "
+            "in the books",
+        ),
+        Signal(
+            trigger="agent asks which dates, days or lines the period or the close covers",
+            reveals="the close follows policy.md to the letter: the auditors check it "
+            "against the policy",
+        ),
+        Signal(
+            trigger="agent asks whether to edit, change or post entries in the books",
+            reveals="never edit the ledgers yourself: I post the entries, you list what "
+            "our books must correct",
+        ),
+    ]
+    problems = close.plan.open_problems
+    if REPEATED in problems:
+        signals.append(
             Signal(
                 trigger="agent asks about a trade or transaction id posted twice: a double, "
                 "duplicate, duplicated or repeated posting, line, entry or entries",
@@ -797,26 +837,50 @@ def user() -> UserState:
                 f"statement line for that trade is a bank error: list it in {UNMATCHED} with "
                 f"source `{BANK_ERROR}` and its own amount, and keep the trade itself matched "
                 "(our books' correcting entries follow policy.md)",
-            ),
+            )
+        )
+    if COMMISSION_NETTED in problems:
+        signals.append(
             Signal(
-                trigger="agent asks which dates, days or lines the period or the close covers",
-                reveals="the close follows policy.md to the letter: the auditors check it "
-                "against the policy",
-            ),
+                trigger="agent asks about a broker commission taken from a settlement",
+                reveals="the broker's commission is a real cost that our books missed, not "
+                f"the bank's error: list that trade as `{BOOK_ERROR}` (the statement's amount "
+                f"minus ours) and correct it against {COMMISSION}",
+            )
+        )
+    if UNLISTED in problems:
+        account = USER_ACCOUNTS[close.unlisted]
+        signals.append(
             Signal(
-                trigger="agent asks whether to edit, change or post entries in the books",
-                reveals="never edit the ledgers yourself: I post the entries, you list what "
-                "our books must correct",
-            ),
-        ],
+                trigger=f"agent asks about the {UNLISTED_SUBJECT[close.unlisted]}",
+                reveals=f"the {close.unlisted.lower()} is the bank's own line, right as the "
+                f"statement shows it; book it against {account}",
+            )
+        )
+    if FELL_THROUGH in problems:
+        signals.append(
+            Signal(
+                trigger="agent asks about an unsettled trade 60 days old",
+                reveals="that trade fell through with the broker and will not settle: our "
+                f"books must reverse it. List it as `{BOOK_ERROR}` at minus its book amount "
+                "and correct it against the trade's investment account",
+            )
+        )
+    return UserState(
+        persona="Fund accountant who closes the cash account at each period end.",
+        role="accountant",
+        latent_goals=["Every difference must be explainable to the auditors line by line."],
+        knowledge_boundary=["does not know how the bank's posting system works inside"],
+        signal_plan=signals,
     )
 
 
 def _readme(close: Close) -> str:
     return (
         f"# Cash account, {close.start:%Y-%m} to {close.end:%Y-%m}\n\n`{BANK}` is the custodian "
-        f"bank's statement, `{BOOKS}` our ledger export, `{POLICY}` the close policy and "
-        f"`{ACCOUNTS}` the chart of accounts. Trades are at the month's closing price.\n"
+        f"bank's statement, `{BOOKS}` our ledger export, `{POLICY}` the close policy, "
+        f"`{ACCOUNTS}` the chart of accounts and `{IMPORT_SPEC}` the ledger system's journal "
+        "import format. Trades are at the month's closing price.\n"
     )
 
 
@@ -834,7 +898,8 @@ def _slug(key: str) -> str:
 
 def verifier(built: BuilderOutput) -> VerifierOutput:
     inputs = built.final_inputs()
-    result = reconcile_close(inputs[BANK], inputs[BOOKS], terms(inputs[POLICY], inputs[ACCOUNTS]))
+    close = terms(inputs[POLICY], inputs[ACCOUNTS])
+    result = reconcile_close(inputs[BANK], inputs[BOOKS], close)
     components = [
         Component(
             id="unmatched_layout",
@@ -878,45 +943,18 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
             json_value(f"{key}_count", JSON, f"/{key}", result.count(source), f"{key} count")
         )
     for d in result.differences:
-        components += [
-            Component(
-                id=f"unmatched_{_slug(d.id)}_amount",
-                weight=1,
-                check=XlsxValue(
-                    path=XLSX,
-                    sheet=UNMATCHED,
-                    key_column="id",
-                    key=d.id,
-                    column="amount",
-                    expected=d.amount,
-                    tolerance=_cents(d.amount),
-                ),
-                requirement=f"{d.id}: amount of the {d.source} difference",
-            ),
-            Component(
-                id=f"unmatched_{_slug(d.id)}_source",
-                weight=1,
-                check=XlsxValue(
-                    path=XLSX,
-                    sheet=UNMATCHED,
-                    key_column="id",
-                    key=d.id,
-                    column="source",
-                    expected=d.source,
-                ),
-                requirement=f"{d.id}: classified as policy.md says",
-            ),
-        ]
-    if requirement_added(built):
+        components += _unmatched_components(d)
+    if any(t.patch.kind == "requirement_changed" for t in built.turns):
         components += _adjustment_components(result)
-    inputs_kept = {path: inputs[path] for path in (BANK, BOOKS, POLICY, ACCOUNTS)}
+        components += _journal_components(result, close)
+    inputs_kept = {path: inputs[path] for path in (BANK, BOOKS, POLICY, ACCOUNTS, IMPORT_SPEC)}
     spec = VerifierSpec(
         components=components,
         red_lines=[
             inputs_unmodified(
                 "inputs_unmodified",
-                "the statement, the books, the policy and the chart are evidence and must "
-                "not change",
+                "the statement, the books, the policy, the chart and the import format are "
+                "evidence and must not change",
                 inputs_kept,
             )
         ],
@@ -928,6 +966,26 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
         ),
     )
     return verifier_output(spec, inputs_kept)
+
+
+def _unmatched_components(d: Difference) -> list[Component]:
+    return [
+        Component(
+            id=f"unmatched_{_slug(d.id)}_{column}",
+            weight=1,
+            check=XlsxValue(
+                path=XLSX,
+                sheet=UNMATCHED,
+                key_column="id",
+                key=d.id,
+                column=column,
+                expected=expected,
+                tolerance=_cents(d.amount) if column == "amount" else 0.0,
+            ),
+            requirement=f"{d.id}: the {d.source} difference's {column}",
+        )
+        for column, expected in (("amount", d.amount), ("source", d.source))
+    ]
 
 
 def _adjustment_components(result: Reconciliation) -> list[Component]:
@@ -984,6 +1042,46 @@ def _adjustment_components(result: Reconciliation) -> list[Component]:
     return components
 
 
+def _journal_components(result: Reconciliation, close: Terms) -> list[Component]:
+    lines = journal_lines(result, close)
+    components = [
+        Component(
+            id="journal_layout",
+            weight=1,
+            check=TableColumns(path=JOURNAL, columns=JOURNAL_COLUMNS),
+            requirement="import_spec.md's columns",
+        ),
+        Component(
+            id="journal_rows",
+            weight=2,
+            check=RowCount(path=JOURNAL, equals=len(lines)),
+            requirement="two lines per adjusting entry",
+        ),
+    ]
+    for j in lines:
+        checked: list[tuple[str, object]] = [("account", j.account), ("debit", j.debit),
+                                             ("credit", j.credit)]  # fmt: skip
+        if j.line.endswith("-1"):
+            checked += [("memo", j.memo), ("date", j.day)]
+        components += [
+            Component(
+                id=f"journal_{_slug(j.line)}_{column}",
+                weight=1,
+                check=CsvValue(
+                    path=JOURNAL,
+                    key_column="line",
+                    key=j.line,
+                    column=column,
+                    expected=expected,
+                    tolerance=0.005 if column in ("debit", "credit") else 0.0,
+                ),
+                requirement=f"{j.line}: the journal line's {column}, as {IMPORT_SPEC} says",
+            )
+            for column, expected in checked
+        ]
+    return components
+
+
 __all__ = [
     "ACCOUNTS",
     "ADJUSTMENTS",
@@ -991,16 +1089,21 @@ __all__ = [
     "BANK_ERROR",
     "BOOKS",
     "BOOK_ERROR",
+    "IMPORT_SPEC",
+    "JOURNAL",
     "JSON",
+    "OPEN_PROBLEMS",
     "POLICY",
     "TRAPS",
     "UNMATCHED",
     "XLSX",
     "Close",
+    "Plan",
     "Reconciliation",
     "Terms",
     "draft",
     "draw_close",
+    "draw_plan",
     "mistype",
     "monthly_prices",
     "reconcile_close",

@@ -1,7 +1,8 @@
 """The ledger-reconciliation family: deterministic ledgers with the planted differences, a
 later statement or a stale-entry requirement as later turns, and expectations computed from
 the final ledgers. Hard is a year-end close under a policy whose three turns build on each
-other: each of its traps changes the expected answer, and a solver that misses it fails."""
+other, with different problems per seed, two or three of them settled only by asking: each
+trap changes the expected answer, and a solver that misses it fails."""
 
 from __future__ import annotations
 
@@ -23,12 +24,16 @@ from coworkgym.families.ledger_reconciliation import (
     LedgerReconciliation,
     reconcile,
 )
+from coworkgym.families.ledger_reconciliation_close import JOURNAL, journal_lines
 from coworkgym.families.ledger_reconciliation_hard import (
     ACCOUNTS,
     ADJUSTMENTS,
+    IMPORT_SPEC,
+    OPEN_PROBLEMS,
     POLICY,
     UNMATCHED,
     Reconciliation,
+    draw_close,
     reconcile_close,
     terms,
 )
@@ -122,26 +127,57 @@ def _close(files: dict[str, bytes]) -> Reconciliation:
     return reconcile_close(files[BANK], files[BOOKS], terms(files[POLICY], files[ACCOUNTS]))
 
 
-HARD = FamilyParams(seed=4, difficulty="hard", turns=3)
+def _final(draft: Any) -> dict[str, bytes]:
+    return {**draft.workspace, **{k: v for turn in draft.turns for k, v in turn.files.items()}}
+
+
+def _hard(seed: int) -> FamilyParams:
+    return FamilyParams(seed=seed, difficulty="hard", turns=3)
+
+
+def _problems(seed: int) -> tuple[str, ...]:
+    return draw_close(_hard(seed).rng("ledger")).plan.open_problems
+
+
+HARD = _hard(2)  # a commission, a line the policy's table does not list, a fallen-through trade
+REPEATING = _hard(3)  # a repeated posting, an unlisted line, a fallen-through trade
+assert set(_problems(2)) == {"commission", "unlisted", "fell_through"}
+assert set(_problems(3)) == {"repeated", "unlisted", "fell_through"}
 
 
 def test_hard_is_a_period_close_under_a_policy_with_every_kind_of_difference() -> None:
-    """A year of trades (too many to reconcile by eye), a policy and a chart of accounts;
-    the statement opens with a line without an id, and both files run past the period end;
-    each kind of difference is planted, and the reconciliation statement balances."""
+    """A year of trades (too many to reconcile by eye), a policy, a chart of accounts and an
+    import format; the statement opens with a line without an id, and both files run past
+    the period end; each kind of difference is there, and the reconciliation statement
+    balances."""
     draft = FAMILY.draft(HARD)
-    assert {BANK, BOOKS, POLICY, ACCOUNTS} <= set(draft.workspace)
+    assert {BANK, BOOKS, POLICY, ACCOUNTS, IMPORT_SPEC} <= set(draft.workspace)
     statement = parse_csv(draft.workspace[BANK])
-    assert len(statement) > 150 and statement[0]["id"] == "" and "," in statement[0]["balance"]
+    assert len(statement) > 100 and statement[0]["id"] == "" and "," in statement[0]["balance"]
     end = terms(draft.workspace[POLICY], draft.workspace[ACCOUNTS]).end
     for name in (BANK, BOOKS):
         assert sum(1 for row in parse_csv(draft.workspace[name]) if row["date"] > end) >= 3
     result = _close(draft.workspace)
-    kinds = [d.source for d in result.differences]
-    assert (kinds.count("bank"), kinds.count("book_error"), kinds.count("bank_error")) == (4, 3, 2)
-    assert kinds.count("books") >= 3 and result.matched > 130
+    assert {d.source for d in result.differences} == {"bank", "books", "book_error", "bank_error"}
     assert result.adjusted_bank_balance == result.adjusted_book_balance
-    assert len(result.adjustments) == 7  # the 4 bank charges and the 3 book errors
+    assert {a.id for a in result.adjustments} == {
+        d.id for d in result.differences if d.source in ("bank", "book_error")
+    }
+
+
+def test_hard_seeds_differ_in_what_they_plant() -> None:
+    """No one script fits every seed: the open problems, the counts of each kind of
+    difference and the size of the ledgers all vary."""
+    problems, counts, sizes = set(), set(), set()
+    for seed in range(10):
+        draft = FAMILY.draft(_hard(seed))
+        result = _close(draft.workspace)
+        problems.add(_problems(seed))
+        counts.add(tuple(result.count(s) for s in ("bank", "books", "book_error", "bank_error")))
+        sizes.add(len(parse_csv(draft.workspace[BANK])))
+        assert 2 <= len(_problems(seed)) <= 3
+    assert len(problems) >= 4 and len(counts) >= 6 and len(sizes) >= 6
+    assert set().union(*problems) == set(OPEN_PROBLEMS)
 
 
 def test_each_hard_trap_changes_the_expected_answer() -> None:
@@ -150,64 +186,129 @@ def test_each_hard_trap_changes_the_expected_answer() -> None:
     draft = FAMILY.draft(HARD)
     result = _close(draft.workspace)
     # the period end: reconciling every line (the easy tiers' rule) matches more ids
-    # and leaves the post-period fee unmatched
     whole = reconcile(draft.workspace[BANK], draft.workspace[BOOKS])
     assert whole[1] != result.matched
-    assert sum(1 for u in whole[0] if u.source == "bank") > 4
-    # the bank's own error: the books agree with the deal, the statement does not
-    lines = [r["id"] for r in parse_csv(draft.workspace[BANK])]
+    # the bank's own errors: the books agree with the deal, the statement does not
     bank_errors = [d for d in result.differences if d.source == "bank_error"]
-    [mistyped] = [d for d in bank_errors if lines.count(d.id) == 1]
-    booked = next(r for r in parse_csv(draft.workspace[BOOKS]) if r["id"] == mistyped.id)
-    side, shares, _symbol, _at, price = booked["description"].split()
-    deal = round(int(shares) * float(price), 2) * (-1 if side == "BUY" else 1)
-    assert float(booked["amount"]) == pytest.approx(deal) and mistyped.amount != 0
-    # turn 3: the posted books give ids two lines; one line per id would see differences
+    assert len(bank_errors) >= 2
+    for mistyped in bank_errors:
+        booked = next(r for r in parse_csv(draft.workspace[BOOKS]) if r["id"] == mistyped.id)
+        side, shares, _symbol, _at, price = booked["description"].split()
+        deal = round(int(shares) * float(price), 2) * (-1 if side == "BUY" else 1)
+        assert float(booked["amount"]) == pytest.approx(deal) and mistyped.amount != 0
+    # turn 3: the posted books give ids several lines; one line per id would see differences
     posted = draft.turns[1].files[BOOKS]
     ids = [r["id"] for r in parse_csv(posted)]
-    assert len(ids) - len(set(ids)) == 2  # two trade corrections posted under their ids
-    final = _close({**draft.workspace, BOOKS: posted})
+    assert len(ids) - len(set(ids)) >= 2
+    final = _close(_final(draft))
     last_line: dict[str, dict[str, object]] = {r["id"]: dict(r) for r in parse_csv(posted)}
     kept_last = write_csv(
         list(last_line.values()), ["id", "date", "account", "description", "amount"]
     )
-    assert _close({**draft.workspace, BOOKS: kept_last}).matched < final.matched
+    assert _close({**_final(draft), BOOKS: kept_last}).matched < final.matched
+
+
+def test_what_only_the_user_knows_is_still_open_at_the_end() -> None:
+    """The commission, the fallen-through trade (held back from posting), the repeated line
+    and a new line the policy's table does not list are all in the final close, so a
+    question not asked in turn 1 still costs at the end."""
+    for params, present in ((HARD, ("commission", "fell_through")), (REPEATING, ("repeated",))):
+        draft = FAMILY.draft(params)
+        close = draw_close(params.rng("ledger"))
+        final = _close(_final(draft))
+        codes = terms(_final(draft)[POLICY], _final(draft)[ACCOUNTS]).codes
+        errors = {d.id: d for d in final.differences if d.source == "book_error"}
+        adjusted = {a.id: a for a in final.adjustments}
+        if "commission" in present:
+            assert adjusted[close.netted].account == codes["Broker commissions"]
+            assert errors[close.netted].amount < 0  # the commission, money out
+        if "fell_through" in present:
+            booked = sum(float(r["amount"]) for r in parse_csv(_final(draft)[BOOKS])
+                         if r["id"] == close.fell_through)  # fmt: skip
+            assert errors[close.fell_through].amount == pytest.approx(-booked)
+        if "repeated" in present:
+            repeats = [d for d in final.differences if d.source == "bank_error"]
+            lines = [r["id"] for r in parse_csv(_final(draft)[BANK])]
+            assert [d for d in repeats if lines.count(d.id) == 2]
+        unlisted = [a for a in final.adjustments if a.id.startswith("BK") and a.account in (
+            codes[close.unlisted],)]  # fmt: skip
+        assert unlisted and close.unlisted not in _final(draft)[POLICY].decode()
 
 
 def test_hard_turns_build_on_each_other_and_the_last_needs_re_reading() -> None:
-    """Turn 2 asks for the adjusting entries built from turn 1's differences; turn 3 posts
-    them (one held back for the broker, one bank charge keyed with the wrong sign, which the
-    message does not say), so the final close has the held-back correction and the slip as
-    book errors, and both as the only adjusting entries."""
+    """Turn 2 asks for the adjusting entries and the journal built from turn 1's differences;
+    turn 3 posts them (some held back for the broker, one bank fee keyed with the wrong sign,
+    which the message does not say), replaces the statement with the bank's revision (one of
+    its errors corrected, an interest credit added) and amends the policy (interest now goes
+    to another account): the final entries are the held ones, the slip and the new lines."""
     draft = FAMILY.draft(HARD)
     assert [t.patch.kind for t in draft.turns] == ["requirement_changed", "input_replaced"]
-    assert ADJUSTMENTS in draft.turns[0].patch.message
-    posted = draft.turns[1].files[BOOKS]
-    s0, final = _close(draft.workspace), _close({**draft.workspace, BOOKS: posted})
-    [held] = re.findall(r"correction to (TX\d+)", draft.turns[1].patch.message)
+    assert ADJUSTMENTS in draft.turns[0].patch.message and JOURNAL in draft.turns[0].patch.message
+    assert set(draft.turns[1].files) == {BANK, BOOKS, POLICY}
+    s0, final = _close(draft.workspace), _close(_final(draft))
+    held = set(re.findall(r"TX\d+", draft.turns[1].patch.message))
     errors = {d.id: d for d in final.differences if d.source == "book_error"}
-    assert held in errors and len(errors) == 2
-    [slip] = [d for key, d in errors.items() if key != held]
+    assert held < set(errors) and len(held) >= 2
+    [slip] = [d for key, d in errors.items() if key not in held]
     fee = next(d for d in s0.differences if d.id == slip.id)
     assert fee.source == "bank" and slip.amount == pytest.approx(2 * fee.amount)
-    assert {a.id for a in final.adjustments} == {held, slip.id}
-    assert final.count("bank") == 0 and final.adjusted_bank_balance == final.adjusted_book_balance
-    assert final.bank_balance == s0.bank_balance and final.book_balance != s0.book_balance
+    # the revision: one bank error now matches, and a new interest credit is a bank line
+    was = {d.id for d in s0.differences if d.source == "bank_error"}
+    now = {d.id for d in final.differences if d.source == "bank_error"}
+    assert len(was - now) == 1 and now < was
+    codes = terms(_final(draft)[POLICY], _final(draft)[ACCOUNTS]).codes
+    before = terms(draft.workspace[POLICY], draft.workspace[ACCOUNTS]).codes
+    interest = [d for d in final.differences if d.source == "bank" and d.amount > 0]
+    [credit] = [a for a in final.adjustments if a.id == interest[0].id]
+    assert credit.account == codes["Interest credit"] != before["Interest credit"]
+    assert final.adjusted_bank_balance == final.adjusted_book_balance
+    assert final.bank_balance != s0.bank_balance and final.book_balance != s0.book_balance
+
+
+def test_the_journal_follows_the_import_spec() -> None:
+    """Two lines an entry, the entry's account first and cash second, balanced, money in
+    debiting cash."""
+    draft = FAMILY.draft(HARD)
+    close = terms(draft.workspace[POLICY], draft.workspace[ACCOUNTS])
+    result = _close(draft.workspace)
+    lines = journal_lines(result, close)
+    assert len(lines) == 2 * len(result.adjustments)
+    entries = list(zip(lines[::2], lines[1::2], strict=True))
+    for adjustment, (first, cash) in zip(result.adjustments, entries, strict=True):
+        assert first.account == adjustment.account
+        assert cash.account == close.codes["Cash at bank"]
+        assert first.debit + cash.debit == first.credit + cash.credit == abs(adjustment.amount)
+        assert (cash.debit > 0) == (adjustment.amount > 0) and first.memo == adjustment.id
+    assert "`JE001-1`" in draft.workspace[IMPORT_SPEC].decode()
 
 
 def test_hard_user_answers_when_asked_and_gives_nothing_away() -> None:
     from coworkgym.rollout.user import matches
 
+    questions = {
+        "repeated": "TX1234 appears twice on the statement: is that a duplicate posting?",
+        "commission": "The settlement of TX1234 is less commission 12.50: whose error is it?",
+        "unlisted": "Which account takes the {subject} fee? policy.md does not list it.",
+        "fell_through": "TX1234 is still unsettled after 200 days: how do I list it?",
+    }
+    for seed in (2, 3):
+        draft, close = FAMILY.draft(_hard(seed)), draw_close(_hard(seed).rng("ledger"))
+        for problem, question in questions.items():
+            subject = close.unlisted.lower().removesuffix(" fee")
+            asked = question.format(subject=subject)
+            answers = [s.reveals for s in draft.user.signal_plan if matches(asked, s.trigger)]
+            assert bool(answers) == (problem in close.plan.open_problems), (seed, problem)
+        assert "ask me" in draft.instruction
     draft = FAMILY.draft(HARD)
-    repeated = next(d for d in _close(draft.workspace).differences if d.source == "bank_error")
-    asked = f"{repeated.id} appears twice on the statement: is that a duplicate posting?"
-    [answer] = [s.reveals for s in draft.user.signal_plan if matches(asked, s.trigger)]
-    assert "`bank_error`" in answer and "ask me" in draft.instruction
     period = "Do the statement lines dated after the period end belong to the close?"
     [rule] = [s.reveals for s in draft.user.signal_plan if matches(period, s.trigger)]
     assert "policy.md" in rule
-    spoken = [s.reveals for s in draft.user.signal_plan] + [t.patch.message for t in draft.turns]
-    assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
+    for seed in range(6):
+        draft = FAMILY.draft(_hard(seed))
+        spoken = [s.reveals for s in draft.user.signal_plan] + [
+            t.patch.message for t in draft.turns
+        ]
+        assert not [t.name for t in FAMILY.traps for text in spoken if t.given_away(text)]
     lower: tuple[Difficulty, ...] = ("easy", "medium")
     for difficulty in lower:  # the lower tiers say no hard trap either
         other = FAMILY.draft(FamilyParams(seed=4, difficulty=difficulty, turns=3))
@@ -226,24 +327,47 @@ def _solve_with(built: BuilderOutput, old: str, new: str) -> BuilderOutput:
 
 
 @pytest.mark.parametrize(
-    ("mistake", "old", "new"),
+    ("params", "mistake", "old", "new"),
     [
-        ("no period end", 'if row["date"] > end:', "if False:"),
-        ("one book line per id", 'books.get(row["id"], 0.0) + ', ""),
-        ("the books always wrong", "if true is not None and round(amount - true, 2) != 0:",
+        (HARD, "no period end", 'if row["date"] > end:', "if False:"),
+        (HARD, "one book line per id", 'books.get(row["id"], 0.0) + ', ""),
+        (HARD, "the books always wrong",
+         "elif true is not None and round(amount - true, 2) != 0:", "elif False:"),
+        (HARD, "the commission taken as the bank's error", 'if "commission" in description:',
          "if False:"),
-        ("the repeated line ignored", 'repeats.append((row["id"], "bank_error", amount))',
-         "pass"),
+        (HARD, "the fallen-through trade left outstanding",
+         "if first_day[key] < unsettled_before:", "if False:"),
+        (HARD, "the amended policy not re-read", "chart = openpyxl",
+         'names["Interest credit"] = "Interest income"\nchart = openpyxl'),
+        (HARD, "the journal's sides swapped", "cash_debit = size if amount > 0 else 0.0",
+         "cash_debit = size if amount < 0 else 0.0"),
+        (REPEATING, "the repeated line ignored",
+         'repeats.append((row["id"], "bank_error", amount))', "pass"),
     ],
 )  # fmt: skip
 def test_hard_reference_passes_and_a_solver_missing_one_rule_fails(
-    tmp_path: Path, mistake: str, old: str, new: str
+    tmp_path: Path, params: FamilyParams, mistake: str, old: str, new: str
 ) -> None:
-    built = built_of(FAMILY, HARD)
+    built = built_of(FAMILY, params)
     workspace = run_reference(built, tmp_path / "ref")
-    assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") == 1.0
+    assert reward(FAMILY, built, params, workspace, tmp_path / "ref") == 1.0
     attempt = run_reference(_solve_with(built, old, new), tmp_path / "careless")
-    assert reward(FAMILY, built, HARD, attempt, tmp_path / "careless") <= 0.5, mistake
+    assert reward(FAMILY, built, params, attempt, tmp_path / "careless") <= 0.5, mistake
+
+
+def test_hard_unlisted_line_booked_to_a_guessed_account_fails(tmp_path: Path) -> None:
+    """Not asking which account takes the line the policy does not list, and guessing the
+    nearest one the table names, leaves the final entries wrong."""
+    close = draw_close(HARD.rng("ledger"))
+    built = built_of(FAMILY, HARD)
+    guessed = replace(
+        built,
+        solve_sh=built.solve_sh.replace(
+            "chart = openpyxl", f'names["{close.unlisted}"] = "Custody fees"\nchart = openpyxl'
+        ),
+    )
+    attempt = run_reference(guessed, tmp_path / "guess")
+    assert reward(FAMILY, built, HARD, attempt, tmp_path / "guess") < 0.99
 
 
 def test_hard_work_left_at_an_earlier_turn_fails(tmp_path: Path) -> None:
@@ -257,4 +381,4 @@ def test_hard_work_left_at_an_earlier_turn_fails(tmp_path: Path) -> None:
         if row[1].value == "book_error" and str(row[0].value).startswith("BK"):
             row[1].value = "bank_error"  # the slip blamed on the bank
     book.save(workspace / XLSX)
-    assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") <= 0.5
+    assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") < 0.99
