@@ -17,7 +17,7 @@ from coworkgym_operator.core.observe import (
 from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_operator.environment.api import crd
 from coworkgym_operator.environment.builders import MOUNTS, stage_job
-from coworkgym_operator.environment.reconcile.conditions import conditions_for, derive_phase
+from coworkgym_operator.environment.reconcile.conditions import PHASES, conditions_for
 from coworkgym_operator.environment.reconcile.loop import (
     Observed,
     Plan,
@@ -150,13 +150,13 @@ def test_phase_derived_from_conditions_matches_the_loop() -> None:
     ]:
         loop = LoopStatus(phase=phase)
         conditions = merge([], conditions_for(loop, pending), 1)
-        assert derive_phase(conditions) is phase, phase
+        assert PHASES.derive(conditions) is phase, phase
     revising = copy.deepcopy(LoopStatus(phase=Phase.REVISING))
     from coworkgym.detector.defects import Defect, DefectCode
     from coworkgym.loop.machine import Round
 
     revising.rounds = [Round(iteration=1, defects=[Defect.of(DefectCode.ACCEPTS_SHORTCUT, "x")])]
-    assert derive_phase(merge([], conditions_for(revising, "verifier"), 1)) is Phase.REVISING
+    assert PHASES.derive(merge([], conditions_for(revising, "verifier"), 1)) is Phase.REVISING
 
 
 # ---- stage timings: as the API serves a finished stage -----------------------------------

@@ -5,6 +5,7 @@ each check a (type, status[, reason]) of one condition."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,9 +52,16 @@ def holds(by_type: Mapping[str, Condition], check: Check) -> bool:
     return not reason or found.reason == reason[0]
 
 
-def first_phase[P](
-    conditions: Sequence[Condition], chain: Sequence[tuple[P, Check]], default: P
-) -> P:
-    """The phase of the first check in ``chain`` that holds (``default``: none does)."""
-    by_type = {c.type: c for c in conditions}
-    return next((phase for phase, check in chain if holds(by_type, check)), default)
+@dataclass(frozen=True)
+class PhaseChain[P]:
+    """A kind's one-word phase, derived from its conditions: the phase of the first check
+    that holds, ``otherwise`` when none does. The checks are the kind's own (its
+    ``reconcile/conditions.py``); reading them is the same for every kind."""
+
+    checks: Sequence[tuple[P, Check]]
+    otherwise: P
+
+    def derive(self, conditions: Sequence[Condition]) -> P:
+        by_type = {c.type: c for c in conditions}
+        found = (phase for phase, check in self.checks if holds(by_type, check))
+        return next(found, self.otherwise)

@@ -11,12 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coworkgym.loop.machine import LoopStatus, Phase
-from coworkgym_operator.core.api import Condition
-from coworkgym_operator.core.conditions import Check, first_phase
+from coworkgym_operator.core.conditions import Cond, PhaseChain
 from coworkgym_operator.environment.api.conditions import ConditionReason as R
 from coworkgym_operator.environment.api.conditions import ConditionType as T
-
-Cond = tuple[str, str, str]  # status, reason, message
 
 STAGES = ("builder", "verifier", "detector", "release")
 ROLE_NAMES = {
@@ -179,18 +176,17 @@ def invalid_spec_conditions(why: str) -> dict[T, Cond]:
     }
 
 
-PHASE_CHAIN: list[tuple[Phase, Check]] = [
-    (Phase.FAILED, (T.FAILED, "True")),
-    (Phase.RELEASED, (T.RELEASED, "True")),
-    (Phase.REJECTED, (T.RELEASED, "False", R.REJECTED)),
-    (Phase.RELEASING, (T.RELEASED, "Unknown")),
-    (Phase.EXECUTING, (T.EXECUTED, "Unknown")),
-    # defects of the last execution are being repaired (by either constructor)
-    (Phase.REVISING, (T.EXECUTED, "False", R.DEFECTS_FOUND)),
-    (Phase.CONSTRUCTING_VERIFIER, (T.VERIFIER_BUILT, "Unknown")),
-    (Phase.BUILDING, (T.BUILT, "Unknown")),
-]
-
-
-def derive_phase(conditions: list[Condition]) -> Phase:
-    return first_phase(conditions, PHASE_CHAIN, Phase.PENDING)
+PHASES = PhaseChain[Phase](
+    [
+        (Phase.FAILED, (T.FAILED, "True")),
+        (Phase.RELEASED, (T.RELEASED, "True")),
+        (Phase.REJECTED, (T.RELEASED, "False", R.REJECTED)),
+        (Phase.RELEASING, (T.RELEASED, "Unknown")),
+        (Phase.EXECUTING, (T.EXECUTED, "Unknown")),
+        # defects of the last execution are being repaired (by either constructor)
+        (Phase.REVISING, (T.EXECUTED, "False", R.DEFECTS_FOUND)),
+        (Phase.CONSTRUCTING_VERIFIER, (T.VERIFIER_BUILT, "Unknown")),
+        (Phase.BUILDING, (T.BUILT, "Unknown")),
+    ],
+    Phase.PENDING,
+)

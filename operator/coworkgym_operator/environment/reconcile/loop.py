@@ -70,8 +70,8 @@ from coworkgym_operator.environment.builders import (
     volume_name,
 )
 from coworkgym_operator.environment.reconcile.conditions import (
+    PHASES,
     conditions_for,
-    derive_phase,
     invalid_spec_conditions,
 )
 
@@ -416,7 +416,7 @@ def _status(
         for d in state.loop.defects[:MAX_DEFECTS_IN_STATUS]
     ]
     return CoworkEnvironmentStatus(
-        phase=str(derive_phase(conditions)),
+        phase=str(PHASES.derive(conditions)),
         iteration=state.loop.iteration,
         observed_generation=generation,
         conditions=conditions,

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coworkgym_operator.core.api import Condition
-from coworkgym_operator.core.conditions import Check, first_phase
+from coworkgym_operator.core.conditions import Cond, PhaseChain
 from coworkgym_operator.rollouts.api.conditions import BatchCondition as T
 from coworkgym_operator.rollouts.api.conditions import BatchPhase as P
 from coworkgym_operator.rollouts.api.conditions import BatchReason as R
 from coworkgym_operator.rollouts.api.types import RolloutBatchStatus
 
-Cond = tuple[str, str, str]  # status, reason, message
 STEPS = ("resolve", "probe", "fetch", "rollout", "collect", "done")
 
 
@@ -102,14 +100,13 @@ def _current(step: str) -> str:
     return step if step != "done" else "collect"
 
 
-PHASE_CHAIN: list[tuple[P, Check]] = [
-    (P.FAILED, (T.FAILED, "True")),
-    (P.SUCCEEDED, (T.COMPLETE, "True", R.SUCCEEDED)),
-    (P.COLLECTING, (T.COLLECTED, "Unknown")),
-    (P.RUNNING, (T.ROLLED_OUT, "Unknown")),
-    (P.FETCHING, (T.FETCHED, "Unknown")),
-]
-
-
-def derive_batch_phase(conditions: list[Condition]) -> P:
-    return first_phase(conditions, PHASE_CHAIN, P.PENDING)
+PHASES = PhaseChain[P](
+    [
+        (P.FAILED, (T.FAILED, "True")),
+        (P.SUCCEEDED, (T.COMPLETE, "True", R.SUCCEEDED)),
+        (P.COLLECTING, (T.COLLECTED, "Unknown")),
+        (P.RUNNING, (T.ROLLED_OUT, "Unknown")),
+        (P.FETCHING, (T.FETCHED, "Unknown")),
+    ],
+    P.PENDING,
+)

@@ -52,9 +52,9 @@ from coworkgym_operator.rollouts.builders import (
     volume_name,
 )
 from coworkgym_operator.rollouts.reconcile.conditions import (
+    PHASES,
     Failure,
     batch_conditions,
-    derive_batch_phase,
 )
 from coworkgym_operator.rollouts.settings import BatchSettings
 
@@ -520,7 +520,7 @@ def _finish(
     if not already:
         wanted = batch_conditions(status, state.failure)
         status.conditions = merge(status.conditions, wanted, generation, observed.now)
-        status.phase = str(derive_batch_phase(status.conditions))
+        status.phase = str(PHASES.derive(status.conditions))
         status.message = _message(status, state.failure)
     status.observed_generation = generation
     if state.failure is not None and not already:

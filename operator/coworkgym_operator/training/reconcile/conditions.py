@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from coworkgym_operator.core.api import Condition
-from coworkgym_operator.core.conditions import Check, first_phase
+from coworkgym_operator.core.conditions import Cond, PhaseChain
 from coworkgym_operator.training.api.conditions import TrainingCondition as T
 from coworkgym_operator.training.api.conditions import TrainingPhase as P
 from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import TrainingRunStatus
 
-Cond = tuple[str, str, str]  # status, reason, message
 Step = Literal["data", "train", "done"]
 # What the training Job (or RayJob) does now, in the train step; with rounds, also the
 # round's server starting (serving) and its RolloutBatch running (rolling-out).
@@ -78,18 +76,17 @@ def _running(step: Step, failure: Failure | None, activity: Activity) -> Cond:
     return ("Unknown", R.STARTING, "the training pod is starting")
 
 
-PHASE_CHAIN: list[tuple[P, Check]] = [
-    (P.FAILED, (T.FAILED, "True")),
-    (P.SUCCEEDED, (T.SUCCEEDED, "True")),
-    (P.SUSPENDED, (T.RUNNING, "False", R.SUSPENDED)),
-    (P.RUNNING, (T.RUNNING, "True")),
-    (P.STARTING, (T.RUNNING, "Unknown")),
-    (P.WAITING_FOR_DATA, (T.DATA_READY, "Unknown")),
-]
-
-
-def derive_training_phase(conditions: list[Condition]) -> P:
-    return first_phase(conditions, PHASE_CHAIN, P.PENDING)
+PHASES = PhaseChain[P](
+    [
+        (P.FAILED, (T.FAILED, "True")),
+        (P.SUCCEEDED, (T.SUCCEEDED, "True")),
+        (P.SUSPENDED, (T.RUNNING, "False", R.SUSPENDED)),
+        (P.RUNNING, (T.RUNNING, "True")),
+        (P.STARTING, (T.RUNNING, "Unknown")),
+        (P.WAITING_FOR_DATA, (T.DATA_READY, "Unknown")),
+    ],
+    P.PENDING,
+)
 
 
 def watched_for_progress(status: TrainingRunStatus) -> bool:

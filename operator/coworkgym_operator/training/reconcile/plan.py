@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from coworkgym.spec import spec_problems
-from coworkgym_operator.core.conditions import merge
+from coworkgym_operator.core.conditions import Cond, merge
 from coworkgym_operator.core.observe import stuck
 from coworkgym_operator.training.api.conditions import TrainingCondition as T
 from coworkgym_operator.training.api.conditions import TrainingReason as R
@@ -42,11 +42,7 @@ from coworkgym_operator.training.builders.run import (
     train_job_name,
     training_job,
 )
-from coworkgym_operator.training.reconcile.conditions import (
-    Cond,
-    derive_training_phase,
-    training_conditions,
-)
+from coworkgym_operator.training.reconcile.conditions import PHASES, training_conditions
 from coworkgym_operator.training.reconcile.rounds import (
     reconcile_rounds,
     rounds_message,
@@ -506,7 +502,7 @@ def _finish(
     )  # fmt: skip
     _announce_pending(state, status, wanted[T.RUNNING])
     status.conditions = merge(status.conditions, wanted, generation, observed.now)
-    status.phase = str(derive_training_phase(status.conditions))
+    status.phase = str(PHASES.derive(status.conditions))
     status.message = _message(status, state, _stalled_for(status, observed, state.settings))
     status.observed_generation = generation
     finished = state.failure is not None or status.step == "done"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from coworkgym_operator.core.conditions import Cond
 from coworkgym_operator.core.observe import JobObservation
 from coworkgym_operator.core.pods import PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
@@ -16,7 +17,7 @@ from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import TrainingRunSpec, TrainingRunStatus
 from coworkgym_operator.training.builders.network import training_policy, training_policy_name
 from coworkgym_operator.training.builders.run import Manifest
-from coworkgym_operator.training.reconcile.conditions import Activity, Cond, Failure
+from coworkgym_operator.training.reconcile.conditions import Activity, Failure
 from coworkgym_operator.training.settings import TrainingSettings
 
 
