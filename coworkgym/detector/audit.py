@@ -31,7 +31,7 @@ from ..verifier.spec import Component
 from .ambiguity import answers_determined
 from .defects import Defect, DefectCode
 from .labels import labels_match_task
-from .user_hints import traps_kept
+from .user_hints import answers_stay_on_subject, traps_kept
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_PACKAGE_BYTES = 50 * 1024 * 1024
@@ -380,6 +380,7 @@ RULES: list[Rule] = [
     labels_match_task,
     answers_determined,
     traps_kept,
+    answers_stay_on_subject,
 ]
 
 

@@ -48,6 +48,7 @@ class DefectCode(StrEnum):
     LABELS_MISMATCH = "LABELS_MISMATCH"
     ANSWER_AMBIGUOUS = "ANSWER_AMBIGUOUS"
     USER_GIVES_AWAY_TRAP = "USER_GIVES_AWAY_TRAP"
+    USER_VOLUNTEERS_ANSWER = "USER_VOLUNTEERS_ANSWER"
 
 
 # code → (owner, what it means). The owner is the role whose output must change.
@@ -97,6 +98,10 @@ CATALOGUE: dict[DefectCode, tuple[Owner, str]] = {
     DefectCode.LABELS_MISMATCH: ("builder", "a taxonomy label does not describe the task"),
     DefectCode.ANSWER_AMBIGUOUS: ("builder", "the instruction leaves a checked value open"),
     DefectCode.USER_GIVES_AWAY_TRAP: ("builder", "the scripted user gives a task's trap away"),
+    DefectCode.USER_VOLUNTEERS_ANSWER: (
+        "builder",
+        "the scripted user answers a question with what it was not asked",
+    ),
 }
 
 

@@ -550,11 +550,13 @@ def later_inbox(
     chased = single[0] if single else spare[0]
     resolved, answered = [r for r in spare if r != chased][:2]
     new: list[Mail] = []
-    stamp = when.first + timedelta(hours=1)
+    # three messages and an auto-reply between the two exports, the last by 14:35 when the
+    # later export is taken at 15:00: an export holds nothing sent after it was taken
+    stamp = when.first + timedelta(minutes=30)
     for root, kind in ((resolved, "resolved"), (chased, "chased"), (answered, "answered")):
         chain = [by_id[i] for i in threads[root].references]
         customer = chain[0]
-        stamp += timedelta(minutes=rng.randint(20, 50))
+        stamp += timedelta(minutes=rng.randint(15, 40))
         if kind == "answered":
             new.append(_reply(chain, f"{STAFF[2]} <{US}>", stamp, STAFF_REPLY, ids()))
             continue
@@ -808,24 +810,31 @@ def user() -> UserState:
             "No customer waiting for an answer may be missed, nobody gets a reply twice, and "
             "the next shift knows exactly who owes which reply by when."
         ],
-        knowledge_boundary=["does not know how the mail client threads messages"],
+        knowledge_boundary=[
+            "does not know how the mail client threads messages",
+            "does not know how the mail server took the exports, message by message",
+        ],
+        # A scripted answer goes to every signal whose subject shares two content words with
+        # the question, so a trigger holds only its subject's own words: no numbers (a date
+        # such as 2026-01-09 or a time such as 15:00 in any question would bring in "09" or
+        # "00") and no everyday words ("count", "time", "use") that questions on other
+        # subjects say too.
         signal_plan=[
             Signal(
-                trigger="agent asks which time zone the messages use",
+                trigger="agent asks which time zone",
                 reveals="the office is on UTC+01:00",
             ),
             Signal(
-                # "alderbank.example has two rows in contacts.csv with different tiers"
-                trigger="agent asks about a customer domain listed twice, in two rows with "
-                "different tiers (gold or standard): duplicate, conflicting or contradicting "
-                "rows or entries",
+                # "alderbank.example is listed twice in contacts.csv, in two rows: which?"
+                trigger="agent asks about duplicate or conflicting contacts rows or entries "
+                "listed twice: gold or standard",
                 reveals="when a domain has more than one row in contacts.csv, the row with "
                 "the latest `updated` date is current; older rows are history",
             ),
             Signal(
                 # "the policy gives 08:00-18:00 as service hours but 09:00-17:00 for targets"
-                trigger="agent asks which business or service hours count for the response "
-                "targets: 08:00 to 18:00 or 09:00 to 17:00, opening and closing times",
+                trigger="agent asks which business hours or service hours the response targets "
+                "apply: opening and closing hours",
                 reveals="we answer from 08:00 to 18:00 on weekdays since January; the "
                 "response targets count those hours",
             ),

@@ -9,6 +9,8 @@ import io
 import json
 import re
 import time
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from coworkgym.families import inbox_triage_hard as hard
 from coworkgym.families.base import FamilyParams, parse_csv
 from coworkgym.families.inbox_triage import DRAFTS, TRIAGE, InboxTriage
-from coworkgym.rollout.user import matches
+from coworkgym.rollout.user import ScriptedVoice, VoiceContext, matches
 from tests.unit.test_families_meeting_notes import built_of, reward, run_reference
 
 FAMILY = InboxTriage()
@@ -219,3 +221,49 @@ def test_file_order_misleads_and_the_instruction_rules_it_out(seed: int) -> None
     assert any(r.values["by time"] != r.values["by file order"] for r in readings)
     sentence = " ".join(drafted.instruction.split())
     assert re.search(readings[0].phrases["by time"], sentence, re.IGNORECASE)
+
+
+def _reply(drafted: hard.HardDraft, question: str) -> tuple[list[str], str]:
+    """What the scripted user reveals to ``question`` and says, chosen as the simulator
+    chooses: every signal whose subject the question names."""
+    allowed = [s for s in drafted.user.signal_plan if matches(question, s.trigger)]
+    ctx = VoiceContext(drafted.user, drafted.instruction, drafted.instruction)
+    return [s.reveals for s in allowed], ScriptedVoice().answer(question, allowed, ctx)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_question_about_the_contacts_rows_gets_that_answer_alone(seed: int) -> None:
+    """A blind player quoted both rows (one updated 2026-01-09) and asked which counts; the
+    user also said which business hours count (the "09" of the date and "count" were two of
+    the hours subject's words)."""
+    drafted = _draft(seed)
+    rows = drafted.workspace[hard.CONTACTS].decode().splitlines()
+    domain = rows[-1].split(",")[0]
+    both = [r for r in rows if r.startswith(f"{domain},")]
+    question = (f"contacts.csv lists {domain} twice: `{both[0]}` and `{both[1]}`. Which row "
+                "counts?")
+    revealed, said = _reply(drafted, question)
+    assert len(revealed) == 1 and "latest `updated`" in revealed[0]
+    assert "08:00" not in said and "UTC+01:00" not in said
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_question_the_user_cannot_answer_gets_an_honest_i_dont_know(seed: int) -> None:
+    drafted = _draft(seed)
+    export = hard.clock(FamilyParams(seed=seed, difficulty="hard")).later
+    late = export + timedelta(minutes=2)
+    question = (f"One message is dated {late:%Y-%m-%d %H:%M}, two minutes after the "
+                f"{export:%H:%M} export was taken. Does it count?")
+    revealed, said = _reply(drafted, question)
+    assert revealed == [] and "don't know" in said
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_export_holds_a_message_sent_after_it_was_taken(seed: int) -> None:
+    """The blind player found a 15:02 customer message in the 15:00 export."""
+    drafted = _draft(seed)
+    when = hard.clock(FamilyParams(seed=seed, difficulty="hard"))
+    for inbox, taken in ((drafted.workspace[hard.INBOX], when.first),
+                         (drafted.turns[1].files[hard.INBOX], when.later)):
+        sent = [parsedate_to_datetime(str(m["Date"])) for m in hard._parse_mbox(inbox)]
+        assert max(sent) < taken

@@ -13,7 +13,12 @@ import pytest
 
 from coworkgym.detector.audit import audit
 from coworkgym.detector.defects import DefectCode
-from coworkgym.detector.user_hints import scripted_replies, traps_kept
+from coworkgym.detector.user_hints import (
+    OFF_SUBJECT,
+    answers_stay_on_subject,
+    scripted_replies,
+    traps_kept,
+)
 from coworkgym.families import FAMILIES
 from coworkgym.families.base import FamilyParams
 from coworkgym.package.cowork import Signal, TurnPatch
@@ -112,3 +117,61 @@ def test_the_simulator_records_a_reply_that_gives_a_trap_away(
     scripted = UserSimulator(calendar, tmp_path / "ws")
     answer = scripted.answer("What time zone are the calendars in?")
     assert "UTC+01:00" in answer.text and scripted.faults == []
+
+
+# inbox_triage hard's hours subject as a blind player met it (issue 25): its numbers and
+# "count" made a question about two contacts rows, one "updated 2026-01-09", and a question
+# the user cannot answer ("a message dated 15:02, after the 15:00 export: does it count?")
+# both get the business hours' answer.
+OLD_HOURS_SUBJECT = (
+    "agent asks which business or service hours count for the response targets: 08:00 to "
+    "18:00 or 09:00 to 17:00, opening and closing times"
+)
+
+
+@pytest.fixture(scope="module")
+def inbox() -> EnvironmentPackage:
+    return good_package("inbox_triage", turns=3, seed=0, difficulty="hard")
+
+
+def _with_trigger(pkg: EnvironmentPackage, word: str, trigger: str) -> EnvironmentPackage:
+    assert pkg.user is not None
+    signals = [
+        Signal(trigger=trigger, reveals=s.reveals) if word in s.trigger else s
+        for s in pkg.user.signal_plan
+    ]
+    assert signals != pkg.user.signal_plan
+    return replace(pkg, user=pkg.user.model_copy(update={"signal_plan": signals}))
+
+
+def test_the_detector_flags_an_answer_to_a_question_the_user_cannot_answer(
+    inbox: EnvironmentPackage,
+) -> None:
+    assert list(answers_stay_on_subject(inbox)) == []
+    old = _with_trigger(inbox, "hours", OLD_HOURS_SUBJECT)
+    [defect] = [d for d in audit(old) if d.code == DefectCode.USER_VOLUNTEERS_ANSWER]
+    assert defect.owner == "builder" and defect.evidence["question"] == OFF_SUBJECT
+    assert defect.evidence["volunteered"] == OLD_HOURS_SUBJECT
+    # the replies checked against the traps are the ones a rollout gives (the simulator's
+    # choice of signals), so the hours' answer is among them
+    assert any("08:00 to 18:00" in text for where, text in scripted_replies(old)
+               if "cannot answer" in where)  # fmt: skip
+
+
+def test_the_detector_flags_a_question_on_one_subject_answered_with_another(
+    inbox: EnvironmentPackage,
+) -> None:
+    """Two subjects sharing two words: a question on either gets both answers."""
+    bundling = _with_trigger(
+        inbox, "hours", "agent asks which business hours apply to conflicting contacts rows"
+    )
+    found = {
+        (d.evidence["where"], d.evidence["volunteered"]) for d in answers_stay_on_subject(bundling)
+    }
+    assert bundling.user is not None
+    [contacts] = [s.trigger for s in bundling.user.signal_plan if "contacts rows" in s.trigger
+                  and "hours" not in s.trigger]  # fmt: skip
+    assert (
+        f"the answer to {contacts!r}",
+        "agent asks which business hours apply to conflicting contacts rows",
+    ) in found
