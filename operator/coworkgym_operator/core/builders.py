@@ -1,11 +1,12 @@
 """Builders every kind's children share: owner references and metadata, the hardened
-sandbox pod and its one-pod Job, the isolation NetworkPolicies, child names within 63
-characters. Pure: no I/O."""
+sandbox pod and its one-pod Job, the isolation NetworkPolicies, volume claims and token
+Secrets, child names within 63 characters. Pure: no I/O."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from coworkgym.spec import ResourceRequirements, SandboxSettings
@@ -56,6 +57,60 @@ def child_metadata(
         "namespace": owner["metadata"]["namespace"],
         "labels": {**MANAGED_BY, owner_label: owner["metadata"]["name"], **shard, **labels},
         "ownerReferences": [reference],
+    }
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A kind as the owner of its children: each child's metadata names its object by
+    ``label`` and holds a controller reference to it (``api_version``, ``kind``)."""
+
+    api_version: str
+    kind: str
+    label: str
+
+    def reference(self, owner: Manifest) -> Manifest:
+        return controller_reference(owner, self.api_version, self.kind)
+
+    def metadata(self, owner: Manifest, name: str, **labels: str) -> Manifest:
+        """A child's metadata (``child_metadata``): ``name``, then ``labels``."""
+        return child_metadata(owner, self.reference(owner), self.label, name, labels)
+
+    def isolation_policies(self, owner: Manifest, settings: OperatorSettings) -> list[Manifest]:
+        """``isolation_policies`` over the sandbox pods of ``owner``, each policy named
+        ``<owner>-<suffix>``."""
+        name = owner["metadata"]["name"]
+        select = {self.label: name, LABEL_SANDBOX: "true"}
+
+        def meta(suffix: str) -> Manifest:
+            return self.metadata(owner, child_name(name, suffix))
+
+        return isolation_policies(meta, select, settings)
+
+
+def volume_claim(
+    metadata: Manifest, access_mode: str, size: str, storage_class: str | None
+) -> Manifest:
+    """A PersistentVolumeClaim of ``size``; no ``storage_class``: the cluster's default."""
+    spec: Manifest = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def token_secret(metadata: Manifest, tokens: dict[str, str]) -> Manifest:
+    """The Secret of a child's gateway tokens, one key each (a stage's, a rollout's)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": metadata,
+        "stringData": tokens,
     }
 
 

@@ -28,13 +28,13 @@ from coworkgym_operator.core.builders import (
     LABEL_GENERATION,
     LABEL_SANDBOX,
     Manifest,
-    child_metadata,
+    Owner,
     container_security,
-    controller_reference,
-    isolation_policies,
     job_manifest,
     resolve_sandbox,
     sandbox_pod,
+    token_secret,
+    volume_claim,
 )
 from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_operator.environment.api.types import KIND
@@ -59,12 +59,7 @@ LABEL_STAGE = "coworkgym.dev/stage"
 
 
 # ---- a CoworkEnvironment's children -----------------------------------------------------
-def owner_reference(env: Manifest) -> Manifest:
-    return controller_reference(env, f"{GROUP}/{VERSION}", KIND)
-
-
-def _meta(env: Manifest, name: str, **labels: str) -> Manifest:
-    return child_metadata(env, owner_reference(env), LABEL_ENV, name, labels)
+OWNER = Owner(f"{GROUP}/{VERSION}", KIND, LABEL_ENV)
 
 
 def volume_name(env_name: str, role: str) -> str:
@@ -72,35 +67,22 @@ def volume_name(env_name: str, role: str) -> str:
 
 
 def volume_claims(env: Manifest, settings: OperatorSettings) -> list[Manifest]:
-    claims = []
-    for role in ROLE_VOLUMES:
-        spec: Manifest = {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": settings.volume_size}},
-        }
-        if settings.storage_class:
-            spec["storageClassName"] = settings.storage_class
-        claims.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": _meta(
-                    env,
-                    volume_name(env["metadata"]["name"], role),
-                    **{"coworkgym.dev/volume": role},
-                ),
-                "spec": spec,
-            }
+    name = env["metadata"]["name"]
+    return [
+        volume_claim(
+            OWNER.metadata(env, volume_name(name, role), **{"coworkgym.dev/volume": role}),
+            "ReadWriteOnce",
+            settings.volume_size,
+            settings.storage_class,
         )
-    return claims
+        for role in ROLE_VOLUMES
+    ]
 
 
 def network_policies(env: Manifest, settings: OperatorSettings) -> list[Manifest]:
     """Deny everything for this environment's sandbox pods; then allow only the LLM gateway
     for pods labelled egress=gateway, and only the object store for the release pod."""
-    name = env["metadata"]["name"]
-    select = {LABEL_ENV: name, LABEL_SANDBOX: "true"}
-    return isolation_policies(lambda suffix: _meta(env, f"{name}-{suffix}"), select, settings)
+    return OWNER.isolation_policies(env, settings)
 
 
 def llm_stages(spec: EnvironmentSpec) -> list[str]:
@@ -134,13 +116,7 @@ def gateway_tokens(env: Manifest, spec: EnvironmentSpec, settings: OperatorSetti
             token_budget=settings.environment_token_budget,
         )
         data[stage] = mint(settings.gateway_signing_key, claims)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": _meta(env, gateway_tokens_name(env["metadata"]["name"])),
-        "stringData": data,
-    }
+    return token_secret(OWNER.metadata(env, gateway_tokens_name(env["metadata"]["name"])), data)
 
 
 def job_name(env_name: str, stage: str, iteration: int, attempt: int) -> str:
@@ -232,7 +208,7 @@ def stage_job(
     volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}})
     volumes += [{"name": f"llm-{d}", "emptyDir": {"sizeLimit": "1Gi"}} for d in role_dirs]
     pod_spec = sandbox_pod(settings.sandbox_service_account, [container], volumes, sandbox)
-    metadata = _meta(
+    metadata = OWNER.metadata(
         env,
         job_name(name, stage, iteration, attempt),
         **{

@@ -20,14 +20,14 @@ from coworkgym.spec import SandboxSettings
 from coworkgym_operator.core.builders import (
     LABEL_EGRESS,
     LABEL_SANDBOX,
-    child_metadata,
+    Owner,
     child_name,
     container_security,
-    controller_reference,
-    isolation_policies,
     job_manifest,
     resolve_sandbox,
     sandbox_pod,
+    token_secret,
+    volume_claim,
 )
 from coworkgym_operator.rollouts.api.types import (
     API_VERSION,
@@ -69,40 +69,23 @@ def tokens_secret_name(batch: str) -> str:
     return child_name(batch, "gateway-tokens")
 
 
-def owner_reference(batch: Manifest) -> Manifest:
-    return controller_reference(batch, API_VERSION, BATCH_KIND)
-
-
-def _meta(batch: Manifest, name: str, **labels: str) -> Manifest:
-    return child_metadata(batch, owner_reference(batch), LABEL_BATCH, name, labels)
+OWNER = Owner(API_VERSION, BATCH_KIND, LABEL_BATCH)
 
 
 # ---- volume, policies, tokens ---------------------------------------------------------
 def batch_volume(batch: Manifest, settings: BatchSettings) -> Manifest:
-    spec: Manifest = {
-        "accessModes": [settings.volume_access_mode],
-        "resources": {"requests": {"storage": settings.volume_size}},
-    }
-    if settings.operator.storage_class:
-        spec["storageClassName"] = settings.operator.storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": _meta(batch, volume_name(batch["metadata"]["name"])),
-        "spec": spec,
-    }
+    return volume_claim(
+        OWNER.metadata(batch, volume_name(batch["metadata"]["name"])),
+        settings.volume_access_mode,
+        settings.volume_size,
+        settings.operator.storage_class,
+    )
 
 
 def network_policies(batch: Manifest, settings: BatchSettings) -> list[Manifest]:
     """Deny all for the batch's pods; rollout pods may reach the gateway only, fetch and
     collect pods the object store only; verify pods nothing."""
-    name = batch["metadata"]["name"]
-    select = {LABEL_BATCH: name, LABEL_SANDBOX: "true"}
-
-    def meta(suffix: str) -> Manifest:
-        return _meta(batch, child_name(name, suffix))
-
-    return isolation_policies(meta, select, settings.operator)
+    return OWNER.isolation_policies(batch, settings.operator)
 
 
 def token_scope(batch: Manifest, rid: str) -> str:
@@ -129,13 +112,7 @@ def gateway_tokens(
                     key_name=policy.api_key_secret or "",
                 )
                 data[rid] = mint(settings.gateway_signing_key, claims)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": _meta(batch, tokens_secret_name(batch["metadata"]["name"])),
-        "stringData": data,
-    }
+    return token_secret(OWNER.metadata(batch, tokens_secret_name(batch["metadata"]["name"])), data)
 
 
 # ---- pods -----------------------------------------------------------------------------
@@ -221,7 +198,7 @@ def _job(
     account = settings.operator.sandbox_service_account
     pod = sandbox_pod(account, containers, volumes, sandbox, share_process_namespace=False)
     job_labels = {LABEL_STEP: step, **({LABEL_ROLLOUT: rid} if rid else {})}
-    metadata = _meta(batch, job_name(name, step, rid), **job_labels)
+    metadata = OWNER.metadata(batch, job_name(name, step, rid), **job_labels)
     # backoffLimit 0: a failed pod is an outcome (invalid, with the reason)
     return job_manifest(metadata, deadline, settings.operator.job_ttl_seconds, labels, pod)
 

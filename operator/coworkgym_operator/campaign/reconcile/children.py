@@ -23,11 +23,12 @@ from itertools import zip_longest
 from coworkgym.spec import EnvironmentSpec, TaskSpec
 from coworkgym.taxonomy import load_taxonomy, sample_specs, served_grid
 from coworkgym_operator.campaign.api.types import API_VERSION, CAMPAIGN_KIND, SynthesisCampaignSpec
-from coworkgym_operator.core.builders import Manifest, child_metadata, controller_reference
+from coworkgym_operator.core.builders import Manifest, Owner
 from coworkgym_operator.core.sharding import LABEL_SHARD
 
 Cell = tuple[str, str]
 LABEL_CAMPAIGN = "coworkgym.dev/campaign"
+OWNER = Owner(API_VERSION, CAMPAIGN_KIND, LABEL_CAMPAIGN)
 LABEL_INDEX = "coworkgym.dev/campaign-index"
 LABEL_DOMAIN = "coworkgym.dev/domain"
 LABEL_CAPABILITY = "coworkgym.dev/capability"
@@ -159,11 +160,10 @@ def child_manifest(
     }
     if spec.shards:  # spread over the operator's shards (else: the campaign's own, inherited)
         labels[LABEL_SHARD] = spec.shards[planned.index % len(spec.shards)]
-    reference = controller_reference(campaign, API_VERSION, CAMPAIGN_KIND)
     return {
         "apiVersion": API_VERSION,
         "kind": "CoworkEnvironment",
-        "metadata": child_metadata(campaign, reference, LABEL_CAMPAIGN, name, labels),
+        "metadata": OWNER.metadata(campaign, name, **labels),
         "spec": env_spec.to_wire(),
     }
 

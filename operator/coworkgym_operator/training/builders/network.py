@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from coworkgym_operator.core.builders import child_name
 from coworkgym_operator.training.builders.rayjob import DASHBOARD_PORT
-from coworkgym_operator.training.builders.run import LABEL_STEP, LABEL_TRAINING, Manifest, metadata
+from coworkgym_operator.training.builders.run import LABEL_STEP, LABEL_TRAINING, OWNER, Manifest
 from coworkgym_operator.training.settings import TrainingSettings
 
 DNS_PORT = 53
@@ -78,7 +78,7 @@ def training_policy(run: Manifest, settings: TrainingSettings) -> Manifest:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": metadata(run, training_policy_name(name), **{LABEL_STEP: "train"}),
+        "metadata": OWNER.metadata(run, training_policy_name(name), **{LABEL_STEP: "train"}),
         "spec": {
             "podSelector": {"matchLabels": training_pods(name)},
             "policyTypes": ["Ingress", "Egress"],

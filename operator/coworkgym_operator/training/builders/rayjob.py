@@ -38,8 +38,8 @@ from typing import Any, Literal
 from coworkgym_operator.training.api.types import TrainingRunSpec
 from coworkgym_operator.training.builders.run import (
     LABEL_STEP,
+    OWNER,
     host_checkout,
-    metadata,
     pod_input,
     store_env,
     train_plan,
@@ -203,7 +203,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
     return {
         "apiVersion": RAY_API_VERSION,
         "kind": RAYJOB_KIND,
-        "metadata": metadata(run, rayjob_name(name, start), **{LABEL_STEP: "train"}),
+        "metadata": OWNER.metadata(run, rayjob_name(name, start), **{LABEL_STEP: "train"}),
         "spec": ray_spec,
     }
 

@@ -34,9 +34,9 @@ from coworkgym_operator.training.builders.run import (
     LABEL_ROUND,
     LABEL_STEP,
     LABEL_TRAINING,
+    OWNER,
     cli,
     host_checkout,
-    metadata,
     round_folder,
     round_suffix,
     store_env,
@@ -150,7 +150,7 @@ def serving_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(run, serve_name(name, index), **selector),
+        "metadata": OWNER.metadata(run, serve_name(name, index), **selector),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector},
@@ -167,7 +167,7 @@ def serving_service(run: Manifest, index: int) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(run, serve_name(run["metadata"]["name"], index), **selector),
+        "metadata": OWNER.metadata(run, serve_name(run["metadata"]["name"], index), **selector),
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
@@ -199,7 +199,7 @@ def serving_policy(run: Manifest, settings: TrainingSettings) -> Manifest:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": metadata(run, serving_policy_name(name), **{LABEL_STEP: "serve"}),
+        "metadata": OWNER.metadata(run, serving_policy_name(name), **{LABEL_STEP: "serve"}),
         "spec": {
             "podSelector": {"matchLabels": {LABEL_TRAINING: name, LABEL_STEP: "serve"}},
             "policyTypes": ["Ingress", "Egress"],
@@ -256,7 +256,9 @@ def round_batch(
     return {
         "apiVersion": BATCH_API_VERSION,
         "kind": BATCH_KIND,
-        "metadata": metadata(run, rollouts_name(name, index, attempt), **{LABEL_ROUND: str(index)}),
+        "metadata": OWNER.metadata(
+            run, rollouts_name(name, index, attempt), **{LABEL_ROUND: str(index)}
+        ),
         "spec": {
             "environments": batch_environments(rollout, environments, manifest),
             "policies": [policy],

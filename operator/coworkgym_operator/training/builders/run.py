@@ -22,10 +22,9 @@ from typing import Any
 from coworkgym_operator.core.builders import (
     LABEL_EGRESS,
     LABEL_SANDBOX,
-    child_metadata,
+    Owner,
     child_name,
     container_security,
-    controller_reference,
     sandbox_pod,
 )
 from coworkgym_operator.core.sharding import inherited
@@ -77,12 +76,7 @@ def check_job_name(run: str) -> str:
     return child_name(run, "check-data")
 
 
-def owner_reference(run: Manifest) -> Manifest:
-    return controller_reference(run, API_VERSION, TRAINING_KIND)
-
-
-def metadata(run: Manifest, name: str, **labels: str) -> Manifest:
-    return child_metadata(run, owner_reference(run), LABEL_TRAINING, name, labels)
+OWNER = Owner(API_VERSION, TRAINING_KIND, LABEL_TRAINING)
 
 
 def data_uri_of_batch(output_uri: str, trajectories: str) -> str:
@@ -370,7 +364,7 @@ def training_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(run, job_name, **step_labels),
+        "metadata": OWNER.metadata(run, job_name, **step_labels),
         "spec": job_spec,
     }
 
@@ -427,7 +421,7 @@ def check_data_job(run: Manifest, uri: str, settings: TrainingSettings) -> Manif
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(run, check_job_name(name), **{LABEL_STEP: "check-data"}),
+        "metadata": OWNER.metadata(run, check_job_name(name), **{LABEL_STEP: "check-data"}),
         "spec": {
             "backoffLimit": 2,  # a flaky store gets two more tries
             "activeDeadlineSeconds": 300,
