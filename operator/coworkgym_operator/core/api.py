@@ -72,16 +72,31 @@ def resource(kind: str, spec: type[BaseModel], status: type[BaseModel]) -> type[
     return model
 
 
+def phase_field() -> Any:
+    """The one-word phase a kind's status carries (``Status``; a kind whose status fields
+    come in another order declares the three contract fields with these)."""
+    return Field("Pending", description="One word derived from the conditions, for kubectl get.")
+
+
+def observed_generation_field() -> Any:
+    return Field(None, description="The spec generation the status was computed from.")
+
+
+def conditions_field() -> Any:
+    return Field(
+        default_factory=list, description="The status contract: one entry per condition type."
+    )
+
+
+def message_field() -> Any:
+    """The status's sentence for people (``kubectl get``'s Message column)."""
+    return Field("", description="The latest outcome or error, in a sentence.")
+
+
 class Status(_Status):
     """The status contract a kind's status starts with: the phase derived from the
     conditions, the generation they were computed from, the conditions."""
 
-    phase: str = Field(
-        "Pending", description="One word derived from the conditions, for kubectl get."
-    )
-    observed_generation: int | None = Field(
-        None, description="The spec generation the status was computed from."
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, description="The status contract: one entry per condition type."
-    )
+    phase: str = phase_field()
+    observed_generation: int | None = observed_generation_field()
+    conditions: list[Condition] = conditions_field()

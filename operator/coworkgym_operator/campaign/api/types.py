@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from coworkgym.spec import Backends, Budget, FaultInjection, Release, SandboxSettings
-from coworkgym_operator.core.api import GROUP, VERSION, Condition, _Status, resource
+from coworkgym_operator.core.api import GROUP, VERSION, Condition, Status, _Status, resource
 from coworkgym_operator.core.api import Spec as _Spec
 
 CAMPAIGN_KIND = "SynthesisCampaign"
@@ -329,16 +329,13 @@ class DefectCount(_Status):
     count: int = Field(ge=0, description="Children whose last round reported it.")
 
 
-class SynthesisCampaignStatus(_Status):
+class SynthesisCampaignStatus(Status):
     """Written once per reconcile by the controller; never edited by users."""
 
     phase: str = Field(
         "Pending",
         description="Pending, Running, Stopping, Succeeded or Failed: derived from the "
         "conditions, for kubectl get.",
-    )
-    observed_generation: int | None = Field(
-        None, description="The spec generation the status was computed from."
     )
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -7,7 +7,15 @@ from pydantic import Field
 
 from coworkgym.spec import KIND as KIND
 from coworkgym.spec import EnvironmentSpec
-from coworkgym_operator.core.api import Condition, _Status, resource
+from coworkgym_operator.core.api import (
+    Condition,
+    _Status,
+    conditions_field,
+    message_field,
+    observed_generation_field,
+    phase_field,
+    resource,
+)
 
 PLURAL = "coworkenvironments"
 SINGULAR = "coworkenvironment"
@@ -44,16 +52,11 @@ class RoleUsage(_Status):
 class CoworkEnvironmentStatus(_Status):
     """Written once per reconcile by the controller; never edited by users."""
 
-    phase: str = Field(
-        "Pending", description="One word derived from the conditions, for kubectl get."
-    )
+    # core.api.Status's fields, with iteration between (the order the CRD has always had)
+    phase: str = phase_field()
     iteration: int = Field(0, description="Completed execute steps (Issue Detector runs).")
-    observed_generation: int | None = Field(
-        None, description="The spec generation the status was computed from."
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, description="The status contract: one entry per condition type."
-    )
+    observed_generation: int | None = observed_generation_field()
+    conditions: list[Condition] = conditions_field()
     defects: list[DefectSummary] = Field(
         default_factory=list,
         max_length=MAX_DEFECTS_IN_STATUS,
@@ -67,7 +70,7 @@ class CoworkEnvironmentStatus(_Status):
     )
     package_uri: str | None = Field(None, description="Where the released package is.")
     package_digest: str | None = Field(None, description="The released package's digest.")
-    message: str = Field("", description="The latest outcome or error, in a sentence.")
+    message: str = message_field()
     loop: dict[str, object] = Field(
         default_factory=dict, description="The loop engine's state (opaque to users)."
     )

@@ -24,6 +24,7 @@ from coworkgym_operator.core.api import (
     S3Output,
     Status,
     _Status,
+    message_field,
     resource,
 )
 from coworkgym_operator.core.api import Spec as _Spec
@@ -310,7 +311,7 @@ class RolloutBatchStatus(Status):
     )
     tokens: int = Field(0, ge=0, description="Model tokens used, all rollouts.")
     output_uri: str | None = Field(None, description="Where the trajectories are, once there.")
-    message: str = Field("", description="The latest outcome or error, in a sentence.")
+    message: str = message_field()
 
 
 RolloutBatch = resource(BATCH_KIND, RolloutBatchSpec, RolloutBatchStatus)

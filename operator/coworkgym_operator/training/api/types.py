@@ -23,6 +23,7 @@ from coworkgym_operator.core.api import (
     S3Output,
     Status,
     _Status,
+    message_field,
     resource,
 )
 from coworkgym_operator.core.api import Spec as _Spec
@@ -448,7 +449,7 @@ class TrainingRunStatus(Status):
     )
     start_time: str | None = Field(None, description="When the training first started.")
     completion_time: str | None = Field(None, description="When the run succeeded or failed.")
-    message: str = Field("", description="The latest outcome or error, in a sentence.")
+    message: str = message_field()
 
 
 TrainingRun = resource(TRAINING_KIND, TrainingRunSpec, TrainingRunStatus)
