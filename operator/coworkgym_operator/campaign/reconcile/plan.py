@@ -45,6 +45,7 @@ from coworkgym_operator.campaign.reconcile.children import (
 from coworkgym_operator.core.api import Condition
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.conditions import merge
+from coworkgym_operator.core.plan import ReconcilePlan
 
 TERMINAL = {"Released": "released", "Rejected": "rejected", "Failed": "failed"}
 MAX_DEFECT_CODES = 30
@@ -80,12 +81,8 @@ class CampaignObserved:
 
 
 @dataclass
-class CampaignPlan:
-    status: dict[str, Any]
-    create: list[Manifest] = field(default_factory=list)
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
-    transition: tuple[str, str] | None = None  # phase before → after
-    finished: str | None = None  # succeeded or failed, when it completed now
+class CampaignPlan(ReconcilePlan):
+    """No deletes: a campaign's children stay (they are the environments it made)."""
 
 
 def _previous(campaign: Manifest) -> SynthesisCampaignStatus:

@@ -51,6 +51,7 @@ from coworkgym.spec import EnvironmentSpec, spec_problems
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.plan import ReconcilePlan
 from coworkgym_operator.core.settings import OperatorSettings
 from coworkgym_operator.environment.api.types import (
     MAX_DEFECTS_IN_STATUS,
@@ -84,17 +85,11 @@ class Observed:
 
 
 @dataclass
-class Plan:
-    status: dict[str, Any]
-    create: list[Manifest] = field(default_factory=list)
-    delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
+class Plan(ReconcilePlan):
     # the finished stage pods, which keep the role volumes in use (kept by pvc-protection
     # until no pod names them), go with the volumes; their Jobs stay, with their results.
     # The controller deletes after it has written the status (the pods hold the results).
     delete_stage_pods: bool = False
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
-    finished: str | None = None  # outcome, when the environment reached a terminal phase
-    transition: tuple[str, str] | None = None  # phase before → after, when it changed
     defects: list[Defect] = field(default_factory=list)
     stage_seconds: tuple[str, float] | None = None
     job_failed: str | None = None

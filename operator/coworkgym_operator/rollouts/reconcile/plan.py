@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from coworkgym.spec import spec_problems
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import JobObservation, stuck
+from coworkgym_operator.core.plan import ReconcilePlan
 from coworkgym_operator.rollouts.api.conditions import BatchReason as R
 from coworkgym_operator.rollouts.api.types import (
     Counts,
@@ -98,15 +99,9 @@ class OutcomeRecorded:
 
 
 @dataclass
-class BatchPlan:
-    status: dict[str, Any]
-    create: list[Manifest] = field(default_factory=list)
-    delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
+class BatchPlan(ReconcilePlan):
     rollouts: list[RolloutFinished] = field(default_factory=list)
     outcomes: list[OutcomeRecorded] = field(default_factory=list)
-    finished: str | None = None  # succeeded or failed, when the batch completed now
-    transition: tuple[str, str] | None = None
 
 
 # ---- what the controller must look at -------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from coworkgym_operator.core.conditions import Cond
 from coworkgym_operator.core.observe import JobObservation
+from coworkgym_operator.core.plan import ReconcilePlan
 from coworkgym_operator.core.pods import PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
 from coworkgym_operator.training.api.conditions import TrainingReason as R
@@ -88,14 +89,8 @@ class TrainingObserved:
 
 
 @dataclass
-class TrainingPlan:
-    status: dict[str, Any]
-    create: list[Manifest] = field(default_factory=list)
-    delete: list[tuple[str, str]] = field(default_factory=list)  # kind, name
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
-    finished: str | None = None  # succeeded or failed, when the run completed now
+class TrainingPlan(ReconcilePlan):
     nan_loss: bool = False
-    transition: tuple[str, str] | None = None
     # rounds > 1: the round steps taken in this reconcile, (round, from, to)
     round_steps: list[tuple[int, str, str]] = field(default_factory=list)
 
