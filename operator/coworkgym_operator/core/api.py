@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Self
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import (
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from coworkgym.spec import API_GROUP
+from coworkgym.spec import API_GROUP, spec_problems
 
 GROUP = API_GROUP
 VERSION = "v1alpha1"
@@ -23,6 +31,25 @@ class Spec(BaseModel):
         populate_by_name=True,
         alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
     )
+
+
+def read_spec[M: BaseModel](model: type[M], obj: dict[str, Any]) -> M | str:
+    """``obj``'s spec as ``model`` reads it, or, where the models refuse it, why: one
+    sentence per problem, each naming the field (``spec.``...), as the InvalidSpec
+    condition of every kind says it."""
+    try:
+        return model.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        return "; ".join(spec_problems(exc, "spec."))
+
+
+def read_status[M: BaseModel](model: type[M], obj: dict[str, Any]) -> M:
+    """``obj``'s status as last written, or a fresh one where ``model`` cannot read it
+    (unreadable bookkeeping: the reconcile starts over rather than crash-looping)."""
+    try:
+        return model.model_validate(obj.get("status") or {})
+    except ValidationError:
+        return model()
 
 
 class S3Output(Spec):

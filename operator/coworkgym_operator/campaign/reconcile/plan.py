@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
-from coworkgym.spec import spec_problems
 from coworkgym_operator.campaign.api.types import CampaignCondition as T
 from coworkgym_operator.campaign.api.types import (
     CampaignCounts,
@@ -42,7 +39,7 @@ from coworkgym_operator.campaign.reconcile.children import (
     plan,
     unserved,
 )
-from coworkgym_operator.core.api import Condition
+from coworkgym_operator.core.api import Condition, read_spec, read_status
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.plan import ReconcilePlan
@@ -85,21 +82,12 @@ class CampaignPlan(ReconcilePlan):
     """No deletes: a campaign's children stay (they are the environments it made)."""
 
 
-def _previous(campaign: Manifest) -> SynthesisCampaignStatus:
-    try:
-        return SynthesisCampaignStatus.model_validate(campaign.get("status") or {})
-    except ValidationError:  # unreadable bookkeeping: recount from the children
-        return SynthesisCampaignStatus()
-
-
 def reconcile_campaign(campaign: Manifest, observed: CampaignObserved) -> CampaignPlan:
     generation = campaign["metadata"].get("generation")
-    previous = _previous(campaign)
-    try:
-        spec = SynthesisCampaignSpec.model_validate(campaign.get("spec") or {})
-    except ValidationError as exc:  # one sentence per problem, naming the field
-        why = "; ".join(spec_problems(exc, "spec."))
-        return _refused(previous, generation, R.INVALID_SPEC, why, observed)
+    previous = read_status(SynthesisCampaignStatus, campaign)  # unreadable: recounted
+    spec = read_spec(SynthesisCampaignSpec, campaign)
+    if isinstance(spec, str):
+        return _refused(previous, generation, R.INVALID_SPEC, spec, observed)
     problems = unserved(spec)
     if problems:
         return _refused(previous, generation, R.QUOTA_NOT_SERVED, "; ".join(problems), observed)

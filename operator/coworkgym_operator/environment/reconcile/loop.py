@@ -47,7 +47,8 @@ from coworkgym.loop.machine import (
     Start,
     step,
 )
-from coworkgym.spec import EnvironmentSpec, spec_problems
+from coworkgym.spec import EnvironmentSpec
+from coworkgym_operator.core.api import read_spec
 from coworkgym_operator.core.builders import Manifest
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import JobObservation
@@ -203,10 +204,9 @@ def reconcile(env: Manifest, observed: Observed, settings: OperatorSettings) -> 
     meta = env["metadata"]
     generation = meta.get("generation")
     previous = CoworkEnvironmentStatus.model_validate(env.get("status") or {})
-    try:
-        spec = EnvironmentSpec.model_validate(env.get("spec") or {})
-    except ValidationError as exc:  # one sentence per problem, naming the field
-        return _invalid(previous, generation, "; ".join(spec_problems(exc, "spec.")))
+    spec = read_spec(EnvironmentSpec, env)
+    if isinstance(spec, str):
+        return _invalid(previous, generation, spec)
     state = _state(env)
     budget = Budget(max_iterations=spec.budget.max_iterations)
     plan = Plan(status={})

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
-from coworkgym.spec import spec_problems
+from coworkgym_operator.core.api import read_spec, read_status
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import JobObservation, stuck
 from coworkgym_operator.core.plan import ReconcilePlan
@@ -127,10 +125,7 @@ def model_endpoints(spec: RolloutBatchSpec) -> list[str]:
 
 
 def _previous(batch: Manifest) -> RolloutBatchStatus:
-    try:
-        return RolloutBatchStatus.model_validate(batch.get("status") or {})
-    except ValidationError:  # unreadable bookkeeping: start over rather than crash-loop
-        return RolloutBatchStatus()
+    return read_status(RolloutBatchStatus, batch)
 
 
 # ---- the reconcile --------------------------------------------------------------------
@@ -152,10 +147,9 @@ def reconcile_batch(batch: Manifest, observed: BatchObserved, settings: BatchSet
     before = previous.phase
     if previous.step == "done" or _completed(previous):
         return _finish(state, batch, observed, generation, before)
-    try:
-        spec = RolloutBatchSpec.model_validate(batch.get("spec") or {})
-    except ValidationError as exc:
-        state.fail(R.INVALID_SPEC, "; ".join(spec_problems(exc, "spec.")))
+    spec = read_spec(RolloutBatchSpec, batch)
+    if isinstance(spec, str):
+        state.fail(R.INVALID_SPEC, spec)
         return _finish(state, batch, observed, generation, before)
 
     if state.status.step == "resolve":

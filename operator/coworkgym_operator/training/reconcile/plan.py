@@ -25,9 +25,7 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
-from coworkgym.spec import spec_problems
+from coworkgym_operator.core.api import read_spec, read_status
 from coworkgym_operator.core.conditions import Cond, merge
 from coworkgym_operator.core.observe import stuck
 from coworkgym_operator.training.api.conditions import TrainingCondition as T
@@ -99,10 +97,7 @@ def last_report(log: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]
 
 # ---- what the controller must look at ------------------------------------------------------
 def previous_status(run: Manifest) -> TrainingRunStatus:
-    try:
-        return TrainingRunStatus.model_validate(run.get("status") or {})
-    except ValidationError:  # unreadable bookkeeping: start over rather than crash-loop
-        return TrainingRunStatus()
+    return read_status(TrainingRunStatus, run)
 
 
 def completed(status: TrainingRunStatus) -> bool:
@@ -119,10 +114,9 @@ def reconcile_training(
     before = previous.phase
     if completed(previous):
         return _finish(state, run, observed, None, before, already=True)
-    try:
-        spec = TrainingRunSpec.model_validate(run.get("spec") or {})
-    except ValidationError as exc:
-        state.fail(R.INVALID_SPEC, "; ".join(spec_problems(exc, "spec.")))
+    spec = read_spec(TrainingRunSpec, run)
+    if isinstance(spec, str):
+        state.fail(R.INVALID_SPEC, spec)
         return _finish(state, run, observed, None, before)
     if state.status.step == "data":
         if spec.rounds > 1:
