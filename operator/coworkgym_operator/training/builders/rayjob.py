@@ -40,9 +40,8 @@ from coworkgym_operator.training.builders.run import (
     LABEL_STEP,
     OWNER,
     host_checkout,
-    pod_input,
-    store_env,
     train_plan,
+    trainer_container,
     training_labels,
     training_pod_spec,
     worker_resources,
@@ -86,39 +85,17 @@ def rayjob_name(run: str, start: int) -> str:
 def _ray_container(
     name: str, spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings, head: bool
 ) -> Manifest:
-    from coworkgym_operator.core.builders import container_security
-
-    env, env_from = store_env(settings)
-    _, mounts, pythonpath = host_checkout(settings)
-    container: Manifest = {
-        "name": name,
-        "image": spec.image or settings.image,
-        "imagePullPolicy": settings.operator.image_pull_policy,
-        "env": [
-            {"name": "HOME", "value": "/tmp"},
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-            # the driver (on the head) reads its argv here; workers ignore it
-            pod_input(train_plan(spec, data_uri, settings)),
-            *env,
-            *([pythonpath] if pythonpath else []),
-        ],
-        "resources": (
-            # the head trains nothing (num-cpus 0): a small request, room to burst
-            {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
-            if head
-            else worker_resources(spec, settings, 1)
-        ),
-        "securityContext": container_security(),
-        "volumeMounts": [
-            {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "shm", "mountPath": "/dev/shm"},
-            *mounts,
-        ],
+    # the head trains nothing (num-cpus 0): a small request, room to burst
+    head_resources = {
+        "requests": {"cpu": "250m", "memory": "1Gi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
     }
+    resources = head_resources if head else worker_resources(spec, settings, 1)
+    # the driver (on the head) reads its argv from the plan; workers ignore it
+    plan = train_plan(spec, data_uri, settings)
+    container = trainer_container(name, spec, plan, settings, resources)
     if head:
         container["ports"] = [dict(p) for p in HEAD_PORTS]
-    if env_from:
-        container["envFrom"] = env_from
     return container
 
 

@@ -284,31 +284,31 @@ def training_pod_spec(
     return pod
 
 
-def train_container(
+def trainer_container(
+    name: str,
     spec: TrainingRunSpec,
-    data_uri: str,
+    plan: Manifest,
     settings: TrainingSettings,
-    workers: int,
-    round_training: RoundTraining | None = None,
+    resources: Manifest,
 ) -> Manifest:
-    """The container that runs the trainer under training/pod.py's reporter."""
+    """A container of the training image (the plain Job's, a RayJob's head or worker):
+    its ``plan`` as the pod's input, the object store's credentials, /tmp and /dev/shm,
+    and the host checkout where the chart mounts one."""
     env, env_from = store_env(settings)
     _, mounts, pythonpath = host_checkout(settings)
     container: Manifest = {
-        "name": TRAIN_CONTAINER,
+        "name": name,
         "image": spec.image or settings.image,
         "imagePullPolicy": settings.operator.image_pull_policy,
-        "command": ["python", "-m", "coworkgym_operator.training.pod", "train"],
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-            pod_input(train_plan(spec, data_uri, settings, round_training)),
+            pod_input(plan),
             *env,
             *([pythonpath] if pythonpath else []),
         ],
-        "resources": worker_resources(spec, settings, workers),
+        "resources": resources,
         "securityContext": container_security(),
-        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "shm", "mountPath": "/dev/shm"},
@@ -317,6 +317,22 @@ def train_container(
     }
     if env_from:
         container["envFrom"] = env_from
+    return container
+
+
+def train_container(
+    spec: TrainingRunSpec,
+    data_uri: str,
+    settings: TrainingSettings,
+    workers: int,
+    round_training: RoundTraining | None = None,
+) -> Manifest:
+    """The container that runs the trainer under training/pod.py's reporter."""
+    plan = train_plan(spec, data_uri, settings, round_training)
+    resources = worker_resources(spec, settings, workers)
+    container = trainer_container(TRAIN_CONTAINER, spec, plan, settings, resources)
+    container["command"] = ["python", "-m", "coworkgym_operator.training.pod", "train"]
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
     return container
 
 
