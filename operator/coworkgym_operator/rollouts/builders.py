@@ -215,6 +215,28 @@ def _store_env(settings: BatchSettings) -> tuple[list[Manifest], list[Manifest]]
     return env, env_from if settings.operator.s3_secret else []
 
 
+def _store_job(
+    batch: Manifest,
+    spec: RolloutBatchSpec,
+    settings: BatchSettings,
+    step: str,
+    mounts: list[tuple[str, str, bool]],
+    wanted: dict[str, Any],
+    deadline: int,
+) -> Manifest:
+    """A pod that holds the store's credentials (fetch, collect): it reaches the object
+    store only, and reads ``wanted`` as its input."""
+    env, env_from = _store_env(settings)
+    sandbox = _sandbox(spec, settings)
+    container = _container(step, step, sandbox, settings, mounts, [_input(wanted), *env])
+    if env_from:
+        container["envFrom"] = env_from
+    return _job(
+        batch, spec, settings, step=step, rid=None, egress="object-store",
+        containers=[container], deadline=deadline,
+    )  # fmt: skip
+
+
 def fetch_job(
     batch: Manifest,
     spec: RolloutBatchSpec,
@@ -223,7 +245,6 @@ def fetch_job(
 ) -> Manifest:
     """Fetch every package (or first the manifest) onto the batch volume: the only pod
     besides collect that holds storage credentials."""
-    sandbox = _sandbox(spec, settings)
     wanted: dict[str, Any] = (
         {"manifestUri": spec.environments.manifest_uri}
         if environments is None
@@ -233,21 +254,8 @@ def fetch_job(
     # for a subPath belong to root
     wanted["policies"] = len(spec.policies)
     wanted["samples"] = spec.samples_per_environment
-    env, env_from = _store_env(settings)
-    container = _container(
-        "fetch",
-        "fetch",
-        sandbox,
-        settings,
-        [("data", "/data", True), ("tmp", "/tmp", True)],
-        [_input(wanted), *env],
-    )
-    if env_from:
-        container["envFrom"] = env_from
-    return _job(
-        batch, spec, settings, step="fetch", rid=None, egress="object-store",
-        containers=[container], deadline=1800,
-    )  # fmt: skip
+    mounts = [("data", "/data", True), ("tmp", "/tmp", True)]
+    return _store_job(batch, spec, settings, "fetch", mounts, wanted, deadline=1800)
 
 
 def _timeout(spec: RolloutBatchSpec, settings: BatchSettings) -> int:
@@ -352,22 +360,9 @@ def collect_job(
     batch: Manifest, spec: RolloutBatchSpec, ids: list[str], settings: BatchSettings
 ) -> Manifest:
     """Merge records and verifications, filter, upload: the second pod with credentials."""
-    env, env_from = _store_env(settings)
     wanted = {"outputUri": spec.output.uri, "filter": spec.filter.to_wire(), "ids": ids}
-    container = _container(
-        "collect",
-        "collect",
-        _sandbox(spec, settings),
-        settings,
-        [("data:rollouts", "/rollouts", False), ("tmp", "/tmp", True)],
-        [_input(wanted), *env],
-    )
-    if env_from:
-        container["envFrom"] = env_from
-    return _job(
-        batch, spec, settings, step="collect", rid=None, egress="object-store",
-        containers=[container], deadline=3600,
-    )  # fmt: skip
+    mounts = [("data:rollouts", "/rollouts", False), ("tmp", "/tmp", True)]
+    return _store_job(batch, spec, settings, "collect", mounts, wanted, deadline=3600)
 
 
 __all__ = [
