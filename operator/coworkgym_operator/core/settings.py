@@ -50,6 +50,9 @@ class OperatorSettings:
     # reports why (image pull, scheduling, volume binding) or has not been scheduled at
     # all, is ended and retried like a failed one, instead of waiting for the stage timeout.
     stage_start_grace_seconds: float = 120.0
+    # How often, while the operator works, freed memory is handed back to the system
+    # (core/memory.py); 0: never.
+    malloc_trim_interval: float = 30.0
     volume_retention: VolumeRetention = "Delete"
     sandbox_defaults: SandboxSettings = field(default_factory=SandboxSettings)
 
@@ -83,6 +86,9 @@ class OperatorSettings:
             resync_interval=float(env.get("COWORKGYM_RESYNC_INTERVAL", cls.resync_interval)),
             stage_start_grace_seconds=float(
                 env.get("COWORKGYM_STAGE_START_GRACE_SECONDS", cls.stage_start_grace_seconds)
+            ),
+            malloc_trim_interval=float(
+                env.get("COWORKGYM_MALLOC_TRIM_INTERVAL_SECONDS", cls.malloc_trim_interval)
             ),
             volume_retention=_retention(env.get("COWORKGYM_VOLUME_RETENTION", "Delete")),
             # the chart's `sandbox` values (camelCase JSON), applied where a spec sets none

@@ -1,17 +1,22 @@
 """What kopf is told at start-up, for every kind: its bookkeeping in annotations (status
-holds only our schema), the finalizer, the events' source, the shard to watch, and a quiet
-log."""
+holds only our schema), the finalizer, the events' source, the shard to watch, the first
+listing in pages, and a quiet log; and the task that hands freed memory back
+(core/memory.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import Any
 
 import kopf
 
+from coworkgym_operator.core import memory
 from coworkgym_operator.core.api import GROUP
 from coworkgym_operator.core.controller import QUIET_HANDLERS
+from coworkgym_operator.core.metrics import RECONCILES
+from coworkgym_operator.core.settings import SETTINGS
 from coworkgym_operator.core.sharding import shard_from_env, watch_only_shard
 
 COMPONENT = "cowork-gym-operator"  # events' source, in `kubectl describe` and `get events`
@@ -42,6 +47,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.reporting_instance = os.environ.get("POD_ID") or os.uname().nodename
     settings.posting.event_name_prefix = "cowork-gym-"
     settings.watching.server_timeout = 60
+    # the first listing in pages: a replica holding thousands of objects never has one
+    # answer of all of them in memory at once (kopf keeps one page while it hands it out)
+    settings.watching.chunk_size = 500
     # we watch known CRDs; scanning for namespaces/CRDs only costs a namespaced operator
     # (without cluster-wide list rights) a minute of retries at start-up
     settings.scanning.disabled = True
@@ -58,4 +66,29 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             logger.addFilter(quiet)
 
 
-__all__ = ["COMPONENT", "FINALIZER", "configure"]
+_TRIMMING: list[asyncio.Task[None]] = []
+
+
+def _reconciles() -> float:
+    """Every kind's reconciles so far: what moves while the operator works."""
+    samples = (s for metric in RECONCILES.collect() for s in metric.samples)
+    return sum(s.value for s in samples if s.name.endswith("_total"))
+
+
+@kopf.on.startup()
+async def start_trimming(**_: Any) -> None:
+    if SETTINGS.malloc_trim_interval > 0:
+        task = asyncio.create_task(
+            memory.trim_while_working(SETTINGS.malloc_trim_interval, _reconciles)
+        )
+        _TRIMMING.append(task)
+
+
+@kopf.on.cleanup()
+async def stop_trimming(**_: Any) -> None:
+    # the next operator in this process (tests run several) starts its own
+    while _TRIMMING:
+        _TRIMMING.pop().cancel()
+
+
+__all__ = ["COMPONENT", "FINALIZER", "configure", "start_trimming", "stop_trimming"]
