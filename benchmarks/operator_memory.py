@@ -29,6 +29,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -281,7 +282,7 @@ def main() -> None:
                 tag = f"{index}-{which}"
                 trace = args.trace if name == "traced" and which == "taken_up" else None
                 replica = Replica(
-                    argv + [ns], env, logs / f"{tag}.log", port if counted else None, trace
+                    [*argv, ns], env, logs / f"{tag}.log", port if counted else None, trace
                 )
                 try:
                     time.sleep(3)
@@ -311,12 +312,10 @@ def clean_up(tb: Testbed, custom: Any, namespaces: list[str], objects: int) -> N
     so drop them first."""
 
     def release(where: tuple[str, str]) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never created, or gone
             custom.patch_namespaced_custom_object(
                 GROUP, VERSION, where[0], PLURAL, where[1], {"metadata": {"finalizers": None}}
             )
-        except Exception:  # never created, or gone
-            pass
 
     wheres = [(ns, f"settled-{i:05d}") for ns in namespaces for i in range(objects)]
     with ThreadPoolExecutor(max_workers=4) as pool:
