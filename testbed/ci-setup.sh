@@ -11,8 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # prometheus: promtool (rule checks/tests). openssl: PKI debugging. The node: containerd, runc,
 # the CNI plugins, iproute2, iptables and ipset (bridge, fence, kube-router's NetworkPolicies); buildah, mmdebstrap and umoci build
 # its images without a Docker engine (testbed/build-images.sh). The rest are the core
-# library's (sandboxing and office-document fixtures).
-PKGS=(prometheus openssl ca-certificates bubblewrap python3-openpyxl python3-docx python3-jsonschema python3-pytest
+# library's (sandboxing, passt's pasta for a Harbor task's compose services to reach the
+# registries from their own network namespace, and office-document fixtures).
+PKGS=(prometheus openssl ca-certificates bubblewrap passt python3-openpyxl python3-docx python3-jsonschema python3-pytest
       containerd runc containernetworking-plugins iproute2 iptables ipset buildah mmdebstrap umoci)
 
 missing=()

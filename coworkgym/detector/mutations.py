@@ -43,6 +43,12 @@ def _perturb_json(node: Any) -> Any:
     return node
 
 
+# One JSON value a line (a request log): each line's values are what a reader checks, and
+# shifting the digits of its text alone can leave an encoded field (base64) that decodes to
+# what it said.
+JSON_LINES = (".ndjson", ".jsonl")
+
+
 def wrong_values(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix == ".json":
@@ -50,6 +56,13 @@ def wrong_values(path: Path) -> str:
             path.write_text(json.dumps(_perturb_json(loads_bounded(path.read_bytes()))))
             return "numbers and strings perturbed"
         except ValueError:  # not JSON, or nested too deep (TooDeep) for this process
+            pass
+    if suffix in JSON_LINES:
+        try:
+            lines = [loads_bounded(line) for line in path.read_bytes().splitlines() if line.strip()]
+            path.write_text("".join(json.dumps(_perturb_json(line)) + "\n" for line in lines))
+            return "numbers and strings perturbed on every line"
+        except ValueError:  # a line that is not JSON: perturb the text as it is
             pass
     if suffix in (".xlsx", ".docx") and zip_problem(path.name, path.read_bytes()):
         return garble(path)  # a zip bomb is never inflated here, only broken

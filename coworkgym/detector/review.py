@@ -291,6 +291,8 @@ class ExecutionReview:
         """The controlled failures on one solved workspace and the inputs it answers to."""
         for rel in outputs:
             self._artifact_mutations(reference, rel)
+        for path in self._root_outputs(reference):
+            self._artifact_mutations(reference, path, _in_root_changes(path))
         self._shortcuts(inputs, outputs)
         self._forged_graders(inputs)
 
@@ -509,7 +511,24 @@ class ExecutionReview:
                 )
             return [rel for rel in declared if rel in after]
         declared_plain = self._declared_harbor_artifacts()
+        if self.pkg.config.artifact_sources() and not declared_plain:
+            # every artifact the task declares lies outside the working directory (a
+            # service's request log): those are what it grades, and the files its solution
+            # left in the workspace (the script it ran) are its means, not deliverables
+            return []
         return sorted(set(produced) | {rel for rel in declared_plain if rel in after})
+
+    def _root_outputs(self, reference: Path) -> list[str]:
+        """A plain Harbor task's declared artifacts outside the working directory that the
+        reference's runs left in its root changes (absolute paths)."""
+        found = []
+        for source in self.pkg.config.artifact_sources():
+            path = PurePosixPath(source)
+            if not path.is_absolute() or path.is_relative_to(self.workdir):
+                continue
+            if (root_changes(reference) / path.relative_to("/")).is_file():
+                found.append(str(path))
+        return found
 
     def _declared_harbor_artifacts(self) -> list[str]:
         """A plain Harbor task's ``artifacts`` that are files inside the workdir."""
@@ -576,10 +595,15 @@ class ExecutionReview:
             if rel.startswith(("tests/", "solution/", "steps/")) and is_private(rel)
         }
 
-    def _artifact_mutations(self, reference: Path, rel: str) -> None:
+    def _artifact_mutations(
+        self, reference: Path, rel: str, at: Callable[[Path], Path] | None = None
+    ) -> None:
+        """``at``: where the artifact ``rel`` is in a copy of the reference (default: the
+        workspace's own ``rel``; a declared artifact outside it: its root changes)."""
         bar = self.limits.passing
+        locate = at or (lambda ws: ws / rel)
         with self.variant(reference, "missing") as ws:
-            remove(ws / rel)
+            remove(locate(ws))
             if self.pkg.is_cowork:
                 rungs = missing_rungs(bar, self.partial_bound)
                 self.must_not_pay(ws, f"{rel}-missing", rungs, file=rel)
@@ -589,7 +613,7 @@ class ExecutionReview:
                 )
         for name, corrupt in CORRUPTIONS.items():
             with self.variant(reference, name) as ws:
-                how = corrupt(ws / rel)
+                how = corrupt(locate(ws))
                 self.must_fail(
                     ws,
                     f"{rel}-{name}",
@@ -701,6 +725,12 @@ class _Probe:
     evidence: dict[str, object]
     partial: bool = False  # a partial-work state: its reward is recorded in the stats
     rubric: list[str] = field(default_factory=list)
+
+
+def _in_root_changes(path: str) -> Callable[[Path], Path]:
+    """Where a workspace's runs left the file at the absolute ``path``."""
+    where = PurePosixPath(path).relative_to("/")
+    return lambda workspace: root_changes(workspace) / where
 
 
 def tree_key(root: Path) -> str:

@@ -24,14 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal, cast, get_args
 
+from ..image import compose
 from ..image.bases import BaseMap
 from ..image.build import BuildNetwork, DockerfileBroken, ImageBuildFailed, TaskImageBuilder
 from ..image.buildah import Buildah, BuildahError
+from ..image.compose import COMPOSE_FILES, Compose, ComposeUnsupported
 from ..image.leaks import ImageFiles, meaning, nearest
 from ..image.mounted import MountedImage, mounted
+from ..image.services import ServiceUnavailable, running_services
 from ..package.package import EnvironmentPackage
 from ..runtime.local import LocalRuntime
-from ..sandbox import BubblewrapSandbox, SandboxUnavailable
+from ..sandbox import BubblewrapSandbox, SandboxUnavailable, netns
 from ..sandbox.bwrap import SANDBOX_HOST_UID
 from ..sandbox.overlay import hand_over_directories, overlay_unavailable
 from .audit import is_private
@@ -96,12 +99,11 @@ def placement(
     if settings.mode == "emulate" or not builds_an_image(pkg):
         yield Placement(runtime)
         return
-    services = compose_services(pkg)
-    if services:
-        raise ImageUnavailable(
-            f"environment/docker-compose.yaml runs services besides main ({', '.join(services)}); "
-            "check builds and runs the main image alone, so what they serve is missing"
-        )
+    try:
+        compose = compose_of(pkg)
+    except ComposeUnsupported as exc:
+        raise ImageUnavailable(f"environment/docker-compose.yaml: {exc}") from exc
+    online = _services_network(pkg, compose)
     cannot = Buildah.usable()
     if cannot is None and not isinstance(runtime.sandbox, BubblewrapSandbox):
         cannot = "the sandbox is not bubblewrap, which can run an image's root file system"
@@ -110,14 +112,21 @@ def placement(
             raise ImageUnavailable(f"environment/Dockerfile cannot be built here: {cannot}")
         yield Placement(runtime, note=f"environment/Dockerfile is emulated, not built: {cannot}")
         return
+    builder = settings.builder()
     try:
-        with mounted(settings.builder(), pkg, source) as image:
+        with (
+            mounted(builder, pkg, source) as image,
+            running_services(compose, builder, pkg, source, online=online) as beside,
+        ):
             try:
                 sandboxes = {
                     phase: BubblewrapSandbox(
                         rootfs=image.rootfs,
-                        env=_with_user_bin(image.image.env),
+                        env={**_with_user_bin(image.image.env), **beside.main_env},
                         network=network_allowed(pkg, phase),
+                        netns=beside.netns,
+                        # a verifier reads the volumes' copy its state holds (see mounts)
+                        mounts=beside.main_mounts if phase == "agent" else (),
                     )
                     for phase in PHASES
                 }
@@ -128,6 +137,11 @@ def placement(
             )
             inside.phase_sandboxes = {str(k): v for k, v in sandboxes.items()}
             inside.parallel = runtime.parallel
+            if beside.main_mounts and overlay_unavailable() is not None:
+                raise ImageUnavailable(
+                    "main mounts a compose volume, which a state keeps in its image root's "
+                    f"changes, and {overlay_unavailable()}"
+                )
             if overlay_unavailable() is None:
                 # the sandbox user stands in for Harbor's root (the working container's
                 # directories, never the image's)
@@ -136,7 +150,7 @@ def placement(
             yield Placement(inside, image)
     except DockerfileBroken as exc:
         raise ImageInvalid(str(exc)) from exc
-    except ImageBuildFailed as exc:
+    except (ImageBuildFailed, ServiceUnavailable, SandboxUnavailable) as exc:
         raise ImageUnavailable(str(exc)) from exc
     except BuildahError as exc:
         raise ImageUnavailable(f"buildah failed: {exc} ({exc.log.strip()[-300:]})") from exc
@@ -150,22 +164,32 @@ def _with_user_bin(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PATH": f"{path}:/tmp/.local/bin"}
 
 
-def compose_services(pkg: EnvironmentPackage) -> list[str]:
-    """The services a task's ``environment/docker-compose.yaml`` adds besides ``main`` (a
-    sidecar: an API server, an MCP server, a simulated user)."""
-    import yaml
-
-    for name in ("docker-compose.yaml", "docker-compose.yml"):
+def compose_of(pkg: EnvironmentPackage) -> Compose:
+    """What the task's ``environment/docker-compose.yaml`` adds to Harbor's ``main`` (no
+    file: nothing). Its ``${VAR}`` values read the task's ``[environment.env]``, never this
+    machine's environment."""
+    for name in COMPOSE_FILES:
         raw = pkg.files.get(f"environment/{name}")
-        if raw is None:
-            continue
-        try:
-            parsed = yaml.safe_load(raw.decode("utf-8", errors="replace"))
-        except yaml.YAMLError:
-            return []
-        services = parsed.get("services") if isinstance(parsed, dict) else None
-        return sorted(str(s) for s in services if s != "main") if isinstance(services, dict) else []
-    return []
+        if raw is not None:
+            text = raw.decode("utf-8", errors="replace")
+            return compose.parse(text, pkg.config.environment.env)
+    return compose.parse("", {})
+
+
+def _services_network(pkg: EnvironmentPackage, parsed: Compose) -> bool:
+    """Whether the namespace the phases share with the services reaches beyond it: as the
+    phases are allowed. One namespace cannot give one phase the network and deny another."""
+    allowed = {network_allowed(pkg, phase) for phase in PHASES}
+    if parsed.services and len(allowed) > 1:
+        raise ImageUnavailable(
+            "environment/docker-compose.yaml runs services the phases share one network "
+            "namespace with, and the task allows the network to one phase and not the other"
+        )
+    if parsed.services:
+        why = netns.unavailable(online=True in allowed)
+        if why is not None:
+            raise ImageUnavailable(f"compose services cannot run beside the task here: {why}")
+    return True in allowed
 
 
 def verifier_content_in_image(pkg: EnvironmentPackage, written: ImageFiles) -> Iterable[Defect]:

@@ -8,7 +8,9 @@ Why these choices:
 - Fresh PID, mount, IPC, UTS, cgroup and *network* namespaces; the network namespace has
   only its own loopback, so there is no egress at all. ``network=True`` (a task image's phase
   whose task allows the network, as Harbor's environment gives it) shares the machine's
-  network instead, with the host's ``/etc/resolv.conf`` and ``/etc/hosts``.
+  network instead, with the host's ``/etc/resolv.conf`` and ``/etc/hosts``. A task with
+  compose services runs in the ``NetworkNamespace`` it shares with them (``netns``), online
+  or not as its phases are allowed, with that namespace's ``/etc/hosts`` naming them.
 - Only ``/usr`` (plus the merged-usr symlinks) and ``/etc`` of the host are visible,
   read-only; everything else is an explicit Mount.
 - A task image's root (``rootfs``) is read-only too, unless a run brings a ``RootOverlay``
@@ -32,6 +34,7 @@ import structlog
 
 from .base import Limits, Mount, SandboxResult, SandboxUnavailable
 from .cgroups import RunCgroup
+from .netns import NetworkNamespace
 from .overlay import RootOverlay, mounted_root
 
 log = structlog.get_logger(__name__)
@@ -51,7 +54,12 @@ class BubblewrapSandbox:
     """``rootfs``: run in that root file system (a task image's, mounted) instead of the
     host's ``/usr`` and ``/etc``; it is read-only inside, like the host's (writable over an
     overlay: ``run(root=...)``), and ``env`` (the image's ENV) is the base environment
-    there. ``network``: share the machine's network."""
+    there. ``network``: share the machine's network; ``netns``: join that namespace instead
+    (its ``online`` says whether it reaches beyond). ``mounts``: added to every run's (a
+    compose volume the task's ``main`` mounts, which its services write); after a run over a
+    writable root, what they hold is copied into the run's root changes at their targets,
+    so the state the run leaves holds what the services wrote there for it (a verifier of
+    that state reads the copy, not the live volume other runs write to)."""
 
     def __init__(
         self,
@@ -59,12 +67,16 @@ class BubblewrapSandbox:
         rootfs: Path | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        netns: NetworkNamespace | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> None:
         self.bwrap = bwrap or shutil.which("bwrap")
         self.setpriv = shutil.which("setpriv")
         self.rootfs = rootfs
         self.env = dict(env or {})
-        self.network = network
+        self.netns = netns
+        self.network = netns.online if netns is not None else network
+        self.mounts = tuple(mounts)
         if self.bwrap is None:
             raise SandboxUnavailable(f"bubblewrap (bwrap) not found on PATH; {INSTALL_HINT}")
         if os.geteuid() == 0 and self.setpriv is None:
@@ -103,8 +115,10 @@ class BubblewrapSandbox:
     ) -> list[str]:
         """The full command line (exposed for tests and for debugging a failed run);
         ``writable_root``: the run's overlay of ``rootfs``, mounted, left writable."""
-        cmd = [str(self.bwrap), "--unshare-ipc", "--unshare-pid"]
-        cmd += [] if self.network else ["--unshare-net"]
+        mounts = [*mounts, *self.mounts]
+        cmd = [*self.netns.enter()] if self.netns is not None else []
+        cmd += [str(self.bwrap), "--unshare-ipc", "--unshare-pid"]
+        cmd += [] if self.network or self.netns is not None else ["--unshare-net"]
         cmd += ["--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:  # an unprivileged caller needs a user namespace to mount
             cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -124,6 +138,8 @@ class BubblewrapSandbox:
             for name in ("resolv.conf", "hosts"):
                 if Path("/etc", name).is_file():
                     cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        if self.netns is not None:  # after the host's: the services' names are here
+            cmd += ["--ro-bind", str(self.netns.hosts), "/etc/hosts"]
         if self.rootfs is not None and writable_root is None:
             cmd += ["--remount-ro", "/"]
         for key, value in {**BASE_ENV, **self.env, "HOME": BASE_ENV["HOME"], **env}.items():
@@ -152,7 +168,10 @@ class BubblewrapSandbox:
         if self.rootfs is None:
             raise ValueError("a writable root is an overlay of an image's root (rootfs)")
         with mounted_root(self.rootfs, root) as (mount_first, merged):
-            return self._run(argv, mounts, limits, env or {}, cwd, mount_first, merged, root)
+            result = self._run(argv, mounts, limits, env or {}, cwd, mount_first, merged, root)
+        for mount in self.mounts:
+            _keep_in_root(mount, root)
+        return result
 
     def _run(
         self,
@@ -165,7 +184,7 @@ class BubblewrapSandbox:
         merged: Path | None = None,
         root: RootOverlay | None = None,
     ) -> SandboxResult:
-        for mount in mounts:
+        for mount in [*mounts, *self.mounts]:
             if not mount.source.exists():
                 raise FileNotFoundError(f"mount source {mount.source} does not exist")
             if mount.writable and os.geteuid() == 0:
@@ -175,7 +194,7 @@ class BubblewrapSandbox:
         timed_out = False
 
         disk_limit = limits.max_disk_mb * 1024 * 1024 if limits.max_disk_mb else None
-        writable = [m.source for m in mounts if m.writable]
+        writable = [m.source for m in [*mounts, *self.mounts] if m.writable]
         if root is not None:
             writable.append(root.changes)
 
@@ -285,6 +304,15 @@ class _DiskWatch:
     def stop(self) -> None:
         self._done.set()
         self._thread.join()
+
+
+def _keep_in_root(mount: Mount, root: RootOverlay) -> None:
+    kept = root.changes / Path(mount.target).relative_to("/")
+    if mount.source.is_dir():
+        shutil.copytree(mount.source, kept, symlinks=True, dirs_exist_ok=True)
+    else:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(mount.source, kept, follow_symlinks=False)
 
 
 def _hand_over(path: Path) -> None:

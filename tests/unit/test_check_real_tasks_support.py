@@ -12,7 +12,7 @@ import pytest
 
 from coworkgym.detector.defects import DefectCode
 from coworkgym.detector.grader_tamper import forgery_for, success_words
-from coworkgym.detector.task_image import compose_services, near_copies_in_context
+from coworkgym.detector.task_image import compose_of, near_copies_in_context
 from coworkgym.image import bases as bases_module
 from coworkgym.image.bases import BaseMap, BaseUnavailable, real_error
 from coworkgym.image.build import _why, task_slug, unreachable_host
@@ -211,10 +211,12 @@ def test_tasks_without_a_name_get_images_of_their_own(tmp_path: Path) -> None:
     assert task_slug(one, tmp_path / "one") == task_slug(one, tmp_path / "one")  # stable
 
 
-def test_sidecar_services_are_named(tmp_path: Path) -> None:
+def test_sidecar_services_are_read(tmp_path: Path) -> None:
     compose = "services:\n  main:\n    depends_on: [api]\n  api:\n    build: ./api\n"
     pkg = _package(tmp_path, {**TASK_FILES, "environment/docker-compose.yaml": compose})
-    assert compose_services(pkg) == ["api"]
+    compose = compose_of(pkg)
+    assert [s.name for s in compose.services] == ["api"]
+    assert compose.main.depends_on == {"api": "service_started"}
 
 
 def test_harbor_logs_hold_what_harbor_mounts(tmp_path: Path) -> None:
