@@ -3,11 +3,11 @@
 A replica that takes up thousands of objects at once (a first start, a fail-over, a
 campaign's creates) allocates and frees a great deal in a few seconds. glibc keeps what was
 freed in its heaps for reuse, so the process kept the burst's high-water mark for good:
-about 390 KiB per environment after taking up 1,500, where the same replica restarted on
-them settles at about 67 KiB (benchmarks/operator_memory.py). The chart caps the arenas
-and sends large blocks to mmap (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: see its
-values), and this module asks the allocator, now and then, to hand back the free pages
-(``malloc_trim``), which is what brings a taken-up replica down to about the restarted one.
+about 385 KiB per environment after taking up 2,000, where the same replica restarted on
+them settles at about 60 KiB (benchmarks/operator_memory.py). Asking the allocator now and
+then to hand the free pages back (``malloc_trim``) brings the taken-up replica to about
+75 KiB. Capping glibc's arenas or mapping large blocks on their own (MALLOC_ARENA_MAX,
+MALLOC_MMAP_THRESHOLD_) did less, and nothing more beside the trim.
 """
 
 from __future__ import annotations
