@@ -33,7 +33,6 @@ from ..verifier.spec import Component, CustomScript, VerifierSpec
 from . import calendar_scheduling_hard as hard
 from .base import Trap
 from .common import (
-    CHECK_PRELUDE,
     FamilyDraft,
     FamilyParams,
     Reading,
@@ -793,29 +792,8 @@ Do not edit the calendars or `{REQUESTS}`.
 
 
 CHECK_INVITES = (
-    CHECK_PRELUDE
+    hard.CHECK_INVITES_PRELUDE
     + r'''
-expected = json.loads((Path(__file__).parent / "expected_schedule.json").read_text())
-path = ws / "invites.ics"
-if not path.is_file():
-    report(0.0, "invites.ics is missing")
-text = path.read_text(encoding="utf-8", errors="replace").replace("\r\n ", "")
-header = [line.strip() for line in text.splitlines()[:12]]
-if "BEGIN:VCALENDAR" not in header or "VERSION:2.0" not in header:
-    report(0.0, "not an iCalendar 2.0 file (BEGIN:VCALENDAR, VERSION:2.0)")
-if not any(line.startswith("PRODID:") for line in header):
-    report(0.0, "the calendar has no PRODID")
-events, current = {}, None
-for line in text.replace("\r\n", "\n").split("\n"):
-    if line.strip() == "BEGIN:VEVENT":
-        current = {}
-    elif line.strip() == "END:VEVENT" and current is not None:
-        events[current.get("UID", "")] = current
-        current = None
-    elif current is not None and ":" in line:
-        head, value = line.split(":", 1)
-        current[head.split(";")[0].strip().upper()] = value.strip()
-
 def stamp(value):
     digits = value.replace("-", "").replace(":", "")
     return digits[:13]

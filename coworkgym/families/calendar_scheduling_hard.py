@@ -64,7 +64,7 @@ import openpyxl
 
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, TurnPatch, UserState
-from ..verifier.spec import Component, CsvValue, CustomScript, RowCount, TableColumns, VerifierSpec
+from ..verifier.spec import Component, CsvValue, CustomScript, VerifierSpec
 from .base import NEVER, FamilyDraft, FamilyParams, Reading, Trap, parse_csv, write_csv
 from .common import (
     CHECK_PRELUDE,
@@ -79,6 +79,7 @@ from .common import (
     python_solution,
     requirement_turn,
     rubric,
+    table_shape,
     verifier_output,
 )
 from .office import stable_office_bytes
@@ -1840,20 +1841,14 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
             ),
         ]
     if before is not None:
-        components += [
-            Component(
-                id="changes_layout",
-                weight=1,
-                check=TableColumns(path=CHANGES, columns=["id", "old_start", "new_start"]),
-                requirement="changes.csv columns",
-            ),
-            Component(
-                id="changes_rows",
-                weight=2,
-                check=RowCount(path=CHANGES, equals=len(shifted)),
-                requirement="one row per booking that moved, no more",
-            ),
-        ]
+        components += table_shape(
+            "changes",
+            CHANGES,
+            ["id", "old_start", "new_start"],
+            len(shifted),
+            "changes.csv columns",
+            "one row per booking that moved, no more",
+        )
         for item in shifted:
             for column, when in (
                 ("old_start", before[item].start),
@@ -1954,7 +1949,9 @@ def _text(plan: Plan | None, item: str) -> str | None:
     return plan[item].start.strftime("%Y-%m-%dT%H:%M")
 
 
-CHECK_INVITES = (
+# The invitations checks of every tier open alike: the expected slots, then the agent's
+# invites.ics read into ``events`` by UID (folded lines joined, parameters dropped).
+CHECK_INVITES_PRELUDE = (
     CHECK_PRELUDE
     + r"""
 expected = json.loads((Path(__file__).parent / "expected_schedule.json").read_text())
@@ -1977,7 +1974,12 @@ for line in text.replace("\r\n", "\n").split("\n"):
     elif current is not None and ":" in line:
         head, value = line.split(":", 1)
         current[head.split(";")[0].strip().upper()] = value.strip()
+"""
+)
 
+CHECK_INVITES = (
+    CHECK_INVITES_PRELUDE
+    + r"""
 def stamp(value):
     return value.replace("-", "").replace(":", "")[:13]
 
@@ -2005,6 +2007,7 @@ report(score, "; ".join(notes) or f"all {good} invitations at their slots and ro
 
 __all__ = [
     "CHANGES",
+    "CHECK_INVITES_PRELUDE",
     "INVITES",
     "PEOPLE_CSV",
     "POLICY",

@@ -53,7 +53,9 @@ from ..verifier.spec import (
     InputsUnmodified,
     JsonValue,
     RedLine,
+    RowCount,
     RubricItem,
+    TableColumns,
     VerifierSpec,
 )
 from .base import (
@@ -233,6 +235,36 @@ def json_value(
     )
 
 
+def table_shape(
+    id: str,
+    path: str,
+    columns: list[str],
+    rows: int,
+    columns_requirement: str,
+    rows_requirement: str,
+    *,
+    sheet: str | None = None,
+) -> list[Component]:
+    """A table deliverable's shape, two components: its header has ``columns``
+    (``<id>_layout``, weight 1) and it holds exactly ``rows`` data rows (``<id>_rows``,
+    weight 2). ``sheet`` names the worksheet of a workbook; a CSV has none."""
+    where = {} if sheet is None else {"sheet": sheet}
+    return [
+        Component(
+            id=f"{id}_layout",
+            weight=1,
+            check=TableColumns(path=path, columns=columns, **where),
+            requirement=columns_requirement,
+        ),
+        Component(
+            id=f"{id}_rows",
+            weight=2,
+            check=RowCount(path=path, equals=rows, **where),
+            requirement=rows_requirement,
+        ),
+    ]
+
+
 def inputs_unmodified(id: str, description: str, files: Mapping[str, bytes]) -> RedLine:
     """A red line: these inputs (path → final content) must stay byte for byte."""
     return RedLine(
@@ -355,6 +387,7 @@ __all__ = [
     "resource_bytes",
     "rubric",
     "sha256",
+    "table_shape",
     "tie_reading",
     "user_state",
     "verifier_output",

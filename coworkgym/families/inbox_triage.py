@@ -59,6 +59,7 @@ from .common import (
     when_delivered,
     write_csv,
 )
+from .inbox_triage_hard import Mail  # one message; the hard tier's extra fields stay off here
 
 INBOX, CONTACTS, POLICY = "inbox.mbox", "contacts.csv", "triage_policy.md"
 TRIAGE, DRAFTS = "triage.json", "drafts.mbox"
@@ -204,18 +205,6 @@ json.dump({"threads": result}, open("triage.json", "w"), indent=2)
 )
 
 
-@dataclass(frozen=True)
-class Mail:
-    id: str
-    sender: str  # "Name <addr>"
-    sent: datetime  # aware
-    subject: str
-    body: str
-    in_reply_to: str = ""
-    references: tuple[str, ...] = ()
-    newsletter: bool = False
-
-
 @dataclass
 class Inbox:
     mails: list[Mail] = field(default_factory=list)
@@ -239,8 +228,15 @@ def _mbox_entry(mail: Mail) -> bytes:
     if mail.newsletter:
         message["List-Unsubscribe"] = "<mailto:leave@cloudweekly.example>"
     message.set_content(mail.body)
-    address = email.utils.parseaddr(mail.sender)[1]
-    envelope = mail.sent.astimezone(UTC).strftime("%a %b %d %H:%M:%S %Y")
+    return mbox_record(message, mail.sender, mail.sent)
+
+
+def mbox_record(message: EmailMessage, sender: str, sent: datetime) -> bytes:
+    """One mbox entry, as ``parse_mbox`` reads it back: the envelope's ``From`` line (the
+    sender's address, the time in UTC), the message with LF line ends and its own lines
+    starting "From " quoted, then a blank line."""
+    address = email.utils.parseaddr(sender)[1]
+    envelope = sent.astimezone(UTC).strftime("%a %b %d %H:%M:%S %Y")
     text = message.as_bytes().replace(b"\r\n", b"\n")
     text = b"\n".join(b">" + line if line.startswith(b"From ") else line
                       for line in text.split(b"\n"))
@@ -882,4 +878,4 @@ report(score, "; ".join(notes) or f"all {good} drafts on the right threads")
 )
 
 
-__all__ = ["InboxTriage", "parse_mbox", "triage"]
+__all__ = ["InboxTriage", "mbox_record", "parse_mbox", "triage"]

@@ -257,12 +257,13 @@ def _entry(mail: Mail) -> bytes:
         message.add_alternative(f"<html><body>{paragraphs}</body></html>", subtype="html")
         # the library draws a random boundary; a fixed one keeps the export the same per seed
         message.set_boundary("=_part_" + "".join(c for c in mail.id if c.isalnum()))
-    address = email.utils.parseaddr(mail.sender)[1]
-    envelope = mail.sent.astimezone(UTC).strftime("%a %b %d %H:%M:%S %Y")
-    text = message.as_bytes().replace(b"\r\n", b"\n")
-    text = b"\n".join(b">" + line if line.startswith(b"From ") else line
-                      for line in text.split(b"\n"))
-    return f"From {address} {envelope}\n".encode() + text.rstrip(b"\n") + b"\n\n"
+    return _mbox_record(message, mail.sender, mail.sent)
+
+
+def _mbox_record(message: EmailMessage, sender: str, sent: datetime) -> bytes:
+    from .inbox_triage import mbox_record  # the easier tiers' writer; one mbox format
+
+    return mbox_record(message, sender, sent)
 
 
 def _parse_mbox(data: bytes) -> list[email.message.Message]:

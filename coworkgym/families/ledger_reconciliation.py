@@ -50,6 +50,7 @@ from .common import (
     requirement_added,
     requirement_turn,
     rubric,
+    table_shape,
     verifier_output,
     when_delivered,
     write_csv,
@@ -252,19 +253,14 @@ class LedgerReconciliation(TaskFamily):
             "mismatched": sum(1 for u in unmatched if u.source == "mismatch"),
         }
         components = [
-            Component(
-                id="unmatched_layout",
-                weight=1,
-                check=TableColumns(
-                    path=XLSX, sheet="Unmatched", columns=["id", "source", "amount"]
-                ),
-                requirement="Unmatched sheet columns",
-            ),
-            Component(
-                id="unmatched_rows",
-                weight=2,
-                check=RowCount(path=XLSX, sheet="Unmatched", equals=len(unmatched)),
-                requirement="one row per unmatched entry",
+            *table_shape(
+                "unmatched",
+                XLSX,
+                ["id", "source", "amount"],
+                len(unmatched),
+                "Unmatched sheet columns",
+                "one row per unmatched entry",
+                sheet="Unmatched",
             ),
             json_value("matched_count", JSON, "/matched", matched, "reconciliation.json matched"),
             json_value(

@@ -83,8 +83,6 @@ from ..package.cowork import Signal, UserState
 from ..verifier.spec import (
     Component,
     CsvValue,
-    RowCount,
-    TableColumns,
     VerifierSpec,
     XlsxValue,
 )
@@ -100,6 +98,7 @@ from .common import (
     output_artifacts,
     requirement_turn,
     rubric,
+    table_shape,
     verifier_output,
 )
 from .ledger_reconciliation_close import (
@@ -901,17 +900,14 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
     close = terms(inputs[POLICY], inputs[ACCOUNTS])
     result = reconcile_close(inputs[BANK], inputs[BOOKS], close)
     components = [
-        Component(
-            id="unmatched_layout",
-            weight=1,
-            check=TableColumns(path=XLSX, sheet=UNMATCHED, columns=["id", "source", "amount"]),
-            requirement="Unmatched sheet columns",
-        ),
-        Component(
-            id="unmatched_rows",
-            weight=2,
-            check=RowCount(path=XLSX, sheet=UNMATCHED, equals=len(result.differences)),
-            requirement="one row per difference of the period (policy.md's period end)",
+        *table_shape(
+            "unmatched",
+            XLSX,
+            ["id", "source", "amount"],
+            len(result.differences),
+            "Unmatched sheet columns",
+            "one row per difference of the period (policy.md's period end)",
+            sheet=UNMATCHED,
         ),
         json_value("matched_count", JSON, "/matched", result.matched, "ids of the period matched"),
         json_value(
@@ -969,38 +965,50 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
 
 
 def _unmatched_components(d: Difference) -> list[Component]:
+    cells = (("amount", d.amount), ("source", d.source))
+    what = f"the {d.source} difference"
+    return _row_components("unmatched", UNMATCHED, d.id, d.amount, cells, what)
+
+
+def _row_components(
+    prefix: str,
+    sheet: str,
+    key: str,
+    amount: float,
+    cells: Sequence[tuple[str, object]],
+    what: str,
+) -> list[Component]:
+    """One check per cell of the workbook row ``key`` (column ``id``) on ``sheet``; an
+    ``amount`` cell may be off by the row's rounding (``_cents``), any other must match."""
     return [
         Component(
-            id=f"unmatched_{_slug(d.id)}_{column}",
+            id=f"{prefix}_{_slug(key)}_{column}",
             weight=1,
             check=XlsxValue(
                 path=XLSX,
-                sheet=UNMATCHED,
+                sheet=sheet,
                 key_column="id",
-                key=d.id,
+                key=key,
                 column=column,
                 expected=expected,
-                tolerance=_cents(d.amount) if column == "amount" else 0.0,
+                tolerance=_cents(amount) if column == "amount" else 0.0,
             ),
-            requirement=f"{d.id}: the {d.source} difference's {column}",
+            requirement=f"{key}: {what}'s {column}",
         )
-        for column, expected in (("amount", d.amount), ("source", d.source))
+        for column, expected in cells
     ]
 
 
 def _adjustment_components(result: Reconciliation) -> list[Component]:
     components = [
-        Component(
-            id="adjustments_layout",
-            weight=1,
-            check=TableColumns(path=XLSX, sheet=ADJUSTMENTS, columns=["id", "account", "amount"]),
-            requirement="Adjustments sheet columns",
-        ),
-        Component(
-            id="adjustments_rows",
-            weight=2,
-            check=RowCount(path=XLSX, sheet=ADJUSTMENTS, equals=len(result.adjustments)),
-            requirement="one adjusting entry per bank and book_error difference",
+        *table_shape(
+            "adjustments",
+            XLSX,
+            ["id", "account", "amount"],
+            len(result.adjustments),
+            "Adjustments sheet columns",
+            "one adjusting entry per bank and book_error difference",
+            sheet=ADJUSTMENTS,
         ),
         json_value(
             "adjusted_bank_balance",
@@ -1022,42 +1030,23 @@ def _adjustment_components(result: Reconciliation) -> list[Component]:
         ),
     ]
     for a in result.adjustments:
-        components += [
-            Component(
-                id=f"adjustment_{_slug(a.id)}_{column}",
-                weight=1,
-                check=XlsxValue(
-                    path=XLSX,
-                    sheet=ADJUSTMENTS,
-                    key_column="id",
-                    key=a.id,
-                    column=column,
-                    expected=expected,
-                    tolerance=_cents(a.amount) if column == "amount" else 0.0,
-                ),
-                requirement=f"{a.id}: the adjusting entry's {column}",
-            )
-            for column, expected in (("account", a.account), ("amount", a.amount))
-        ]
+        cells = (("account", a.account), ("amount", a.amount))
+        components += _row_components(
+            "adjustment", ADJUSTMENTS, a.id, a.amount, cells, "the adjusting entry"
+        )
     return components
 
 
 def _journal_components(result: Reconciliation, close: Terms) -> list[Component]:
     lines = journal_lines(result, close)
-    components = [
-        Component(
-            id="journal_layout",
-            weight=1,
-            check=TableColumns(path=JOURNAL, columns=JOURNAL_COLUMNS),
-            requirement="import_spec.md's columns",
-        ),
-        Component(
-            id="journal_rows",
-            weight=2,
-            check=RowCount(path=JOURNAL, equals=len(lines)),
-            requirement="two lines per adjusting entry",
-        ),
-    ]
+    components = table_shape(
+        "journal",
+        JOURNAL,
+        JOURNAL_COLUMNS,
+        len(lines),
+        "import_spec.md's columns",
+        "two lines per adjusting entry",
+    )
     for j in lines:
         checked: list[tuple[str, object]] = [("account", j.account), ("debit", j.debit),
                                              ("credit", j.credit)]  # fmt: skip
