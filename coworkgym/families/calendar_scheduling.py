@@ -32,6 +32,7 @@ from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CustomScript, VerifierSpec
 from . import calendar_scheduling_hard as hard
 from .base import Trap
+from .calendar_scheduling_hard import calendar_path
 from .common import (
     FamilyDraft,
     FamilyParams,
@@ -44,7 +45,6 @@ from .common import (
     inputs_unmodified,
     json_value,
     output_artifacts,
-    parse_csv,
     plan_turns,
     python_solution,
     requirement_added,
@@ -81,10 +81,6 @@ SIZES = {"easy": (3, 2), "medium": (4, 3), "hard": (5, 4)}  # people, meetings
 OPEN, CLOSE = 9 * 60, 17 * 60
 EARLY_LEAVE = 15 * 60  # the hard variant's latent constraint: the person's meetings end by 15:00
 GAP = 15  # minutes, when the requirement turn asks for a gap
-
-
-def calendar_path(person: str) -> str:
-    return f"calendars/{person}.ics"
 
 
 # ---- the calendars ---------------------------------------------------------------------------
@@ -267,11 +263,6 @@ def _first_slot(
 def parse_requests(data: bytes) -> list[Meeting]:
     """The requests in file order; a meeting on several lines (hard) is the line with the
     latest ``updated`` date, where the first of its lines stands (the user's answer)."""
-    rows: dict[str, dict[str, str]] = {}
-    for r in parse_csv(data):
-        held = rows.get(r["id"])
-        if held is None or r.get("updated", "") > held.get("updated", ""):
-            rows[r["id"]] = r  # a dict keeps the first line's place
     return [
         Meeting(
             id=r["id"],
@@ -280,7 +271,7 @@ def parse_requests(data: bytes) -> list[Meeting]:
             minutes=int(r["minutes"]),
             days=tuple(r["days"].split(";")),
         )
-        for r in rows.values()
+        for r in hard.current_request_rows(data)
     ]
 
 

@@ -291,10 +291,6 @@ def requests_csv(requests: Sequence[Request]) -> bytes:
 def read_requests(data: bytes) -> list[Request]:
     """The requests in file order; an id on several lines is the line updated last, at the
     place of its first line (the user's answer when asked)."""
-    held: dict[str, dict[str, str]] = {}
-    for row in parse_csv(data):
-        if row["id"] not in held or row["updated"] > held[row["id"]]["updated"]:
-            held[row["id"]] = row
     return [
         Request(
             id=r["id"],
@@ -306,8 +302,19 @@ def read_requests(data: bytes) -> list[Request]:
             after=r["after"],
             updated=r["updated"],
         )
-        for r in held.values()
+        for r in current_request_rows(data)
     ]
+
+
+def current_request_rows(data: bytes) -> list[dict[str, str]]:
+    """requests.csv's rows in file order, one per id: of an id's lines the one with the
+    latest ``updated`` date, standing where its first line stands. Without an ``updated``
+    column every id keeps its first line."""
+    held: dict[str, dict[str, str]] = {}
+    for row in parse_csv(data):
+        if row["id"] not in held or row.get("updated", "") > held[row["id"]].get("updated", ""):
+            held[row["id"]] = row  # a dict keeps the first line's place
+    return list(held.values())
 
 
 def resolve(requests: Sequence[Request], directory: Directory) -> list[Meeting]:
@@ -2020,6 +2027,8 @@ __all__ = [
     "Setting",
     "Task",
     "busy_intervals",
+    "calendar_path",
+    "current_request_rows",
     "draft",
     "draw",
     "expected",

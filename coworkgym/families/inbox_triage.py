@@ -465,34 +465,9 @@ class InboxTriage(TaskFamily):
         cc = requirement_added(built)
         components: list[Component] = []
         for n, root in enumerate(sorted(threads), start=1):
-            t = threads[root]
-            pointer = f"/threads/{root.replace('~', '~0').replace('/', '~1')}"
-            components += [
-                json_value(f"thread_{n:02d}_category", TRIAGE, f"{pointer}/category",
-                           t.category, f"{root}: category by the policy's precedence"),
-                json_value(f"thread_{n:02d}_priority", TRIAGE, f"{pointer}/priority",
-                           t.priority, f"{root}: priority from the tier"),
-                json_value(f"thread_{n:02d}_reply_needed", TRIAGE, f"{pointer}/reply_needed",
-                           t.reply_needed, f"{root}: waits for a reply"),
-            ]
-        components.append(
-            Component(
-                id="reply_drafts",
-                weight=max(3, len(threads) // 2),
-                check=CustomScript(script="check_replies.py"),
-                requirement="one reply draft per waiting thread, on its latest message",
-            )
-        )
-        expected = {
-            t.last: {
-                "to": t.reply_to,
-                "subject": t.subject,
-                "references": list(t.references),
-                "cc": t.manager if cc and t.tier == "gold" else "",
-            }
-            for t in threads.values()
-            if t.reply_needed
-        }
+            components += _thread_components(n, root, threads[root], "priority from the tier")
+        components.append(_reply_drafts(threads))
+        expected = _expected_replies(threads, cc)
         spec = VerifierSpec(
             components=components,
             red_lines=[
@@ -565,6 +540,52 @@ def _hard_draft(params: FamilyParams) -> FamilyDraft:
     )
 
 
+def _thread_pointer(root: str) -> str:
+    """The JSON pointer of a thread in triage.json (its root Message-ID, escaped)."""
+    return f"/threads/{root.replace('~', '~0').replace('/', '~1')}"
+
+
+def _thread_components(
+    n: int, root: str, t: Thread | hard_tier.Thread, priority_requirement: str
+) -> list[Component]:
+    """The checks of a thread's category, priority and reply_needed, every tier's."""
+    pointer = _thread_pointer(root)
+    return [
+        json_value(f"thread_{n:02d}_category", TRIAGE, f"{pointer}/category",
+                   t.category, f"{root}: category by the policy's precedence"),
+        json_value(f"thread_{n:02d}_priority", TRIAGE, f"{pointer}/priority",
+                   t.priority, f"{root}: {priority_requirement}"),
+        json_value(f"thread_{n:02d}_reply_needed", TRIAGE, f"{pointer}/reply_needed",
+                   t.reply_needed, f"{root}: waits for a reply"),
+    ]  # fmt: skip
+
+
+def _reply_drafts(threads: Mapping[str, Thread | hard_tier.Thread]) -> Component:
+    return Component(
+        id="reply_drafts",
+        weight=max(3, len(threads) // 2),
+        check=CustomScript(script="check_replies.py"),
+        requirement="one reply draft per waiting thread, on its latest message",
+    )
+
+
+def _expected_replies(
+    threads: Mapping[str, Thread | hard_tier.Thread], cc_managers: bool
+) -> dict[str, dict[str, object]]:
+    """check_replies.py's expectations: per waiting thread's latest message, the reply's
+    recipient, subject and references, and (``cc_managers``) a gold customer's manager."""
+    return {
+        t.last: {
+            "to": t.reply_to,
+            "subject": t.subject,
+            "references": list(t.references),
+            "cc": t.manager if cc_managers and t.tier == "gold" else "",
+        }
+        for t in threads.values()
+        if t.reply_needed
+    }
+
+
 def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
     """Every thread's fields (``due`` where it waits), every draft (with the Cc once asked
     for) and every row of the handover queue (once asked for), from the final inputs."""
@@ -575,14 +596,9 @@ def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput
     components: list[Component] = []
     for n, root in enumerate(sorted(threads), start=1):
         t = threads[root]
-        pointer = f"/threads/{root.replace('~', '~0').replace('/', '~1')}"
+        pointer = _thread_pointer(root)
+        components += _thread_components(n, root, t, "priority from the tier, raised when chased")
         components += [
-            json_value(f"thread_{n:02d}_category", TRIAGE, f"{pointer}/category",
-                       t.category, f"{root}: category by the policy's precedence"),
-            json_value(f"thread_{n:02d}_priority", TRIAGE, f"{pointer}/priority",
-                       t.priority, f"{root}: priority from the tier, raised when chased"),
-            json_value(f"thread_{n:02d}_reply_needed", TRIAGE, f"{pointer}/reply_needed",
-                       t.reply_needed, f"{root}: waits for a reply"),
             json_value(f"thread_{n:02d}_breached", TRIAGE, f"{pointer}/breached",
                        t.breached, f"{root}: due before the export was taken"),
         ]
@@ -591,25 +607,9 @@ def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput
                 json_value(f"thread_{n:02d}_due", TRIAGE, f"{pointer}/due", t.due,
                            f"{root}: due by the response targets in service hours")
             )
-    components.append(
-        Component(
-            id="reply_drafts",
-            weight=max(3, len(threads) // 2),
-            check=CustomScript(script="check_replies.py"),
-            requirement="one reply draft per waiting thread, on its latest message",
-        )
-    )
+    components.append(_reply_drafts(threads))
     private = {
-        EXPECTED: expectations({
-            t.last: {
-                "to": t.reply_to,
-                "subject": t.subject,
-                "references": list(t.references),
-                "cc": t.manager if handover and t.tier == "gold" else "",
-            }
-            for t in threads.values()
-            if t.reply_needed
-        }),
+        EXPECTED: expectations(_expected_replies(threads, handover)),
         "check_replies.py": CHECK_REPLIES.encode(),
     }
     if handover:

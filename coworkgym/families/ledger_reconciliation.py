@@ -55,7 +55,16 @@ from .common import (
     when_delivered,
     write_csv,
 )
-from .ledger_reconciliation_hard import BANK, BANK_ERROR, BOOKS, JSON, XLSX, mistype, monthly_prices
+from .ledger_reconciliation_hard import (
+    BANK,
+    BANK_ERROR,
+    BOOKS,
+    JSON,
+    XLSX,
+    Line,
+    mistype,
+    monthly_prices,
+)
 
 SIZES = {  # months of trading, symbols traded, then bank-only, books-only, mistyped entries
     "easy": (3, 2, 1, 1, 1),
@@ -139,19 +148,10 @@ with open("reconciliation.json", "w") as f:
 )
 
 
-@dataclass(frozen=True)
-class Entry:
-    id: str
-    day: date
-    description: str
-    amount: float
-    account: str = ""
-
-
 @dataclass
 class Ledgers:
-    bank: list[Entry]
-    books: list[Entry]
+    bank: list[Line]
+    books: list[Line]
 
 
 @dataclass(frozen=True)
@@ -404,7 +404,7 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     symbols = sorted({s for s, _m in prices if (s, f"{year}-01") in prices})
     chosen = rng.sample(symbols, k=symbol_count)
     seq = rng.randint(1000, 7000)
-    trades: list[Entry] = []
+    trades: list[Line] = []
     for month in range(first, first + months):
         for symbol in chosen:
             price = prices[(symbol, f"{year}-{month:02d}")]
@@ -413,7 +413,7 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
             amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
             seq += rng.randint(1, 3)
             trades.append(
-                Entry(
+                Line(
                     id=f"TX{seq:04d}",
                     day=date(year, month, rng.randint(2, 26)),
                     description=f"{side} {shares} {symbol} @ {price:.2f}",
@@ -430,7 +430,7 @@ def _ledgers(params: FamilyParams, rng: random.Random) -> tuple[Ledgers, str]:
     fee_days = rng.sample(range(first, first + months), k=bank_only)
     for n, (month, (text, amount)) in enumerate(zip(sorted(fee_days), BANK_ONLY, strict=False)):
         fees.append(
-            Entry(
+            Line(
                 id=f"BK{seq + 10 + n:04d}",
                 day=date(year, month, 28),
                 description=text,
@@ -458,7 +458,7 @@ def _later_statement(ledgers: Ledgers, rng: random.Random) -> Ledgers:
         replace(books_by_id[e.id], day=last + timedelta(days=rng.randint(1, 4))) for e in cleared
     ]
     # a cleared trade posts at the amount actually traded; a mistyped book entry stays wrong
-    fee = Entry(
+    fee = Line(
         id=f"BK{max(int(e.id[2:]) for e in ledgers.bank + ledgers.books) + 7:04d}",
         day=last + timedelta(days=9),
         description="Account maintenance fee",

@@ -1087,6 +1087,7 @@ __all__ = [
     "UNMATCHED",
     "XLSX",
     "Close",
+    "Line",
     "Plan",
     "Reconciliation",
     "Terms",
