@@ -250,6 +250,24 @@ def test_a_restarted_operator_recreates_only_what_is_missing() -> None:
     assert names(plan.create) == [victim]
 
 
+class DeletesLost(FakeCluster):
+    """The operator is killed after each status write, before its deletes."""
+
+    def apply(self, plan: BatchPlan) -> None:
+        super().apply(replace(plan, delete=[]))
+
+
+def test_jobs_whose_deletes_a_restart_lost_go_at_the_next_reconcile_even_once_finished() -> None:
+    cluster = DeletesLost()
+    b = run(batch(), cluster)
+    assert b["status"]["phase"] == "Succeeded"
+    assert len([k for k in cluster.children if k.startswith("Job/")]) == 10  # all still there
+    plan = reconcile_batch(b, cluster.observe(b), SETTINGS)  # the restarted operator's
+    FakeCluster.apply(cluster, plan)
+    assert [k for k in cluster.children if k.startswith("Job/")] == []
+    assert plan.status == b["status"] and plan.create == []
+
+
 def test_a_manifest_batch_learns_its_environments_from_the_fetch_pod() -> None:
     b = batch(environments={"manifestUri": "s3://pkgs/manifest.jsonl"})
     results = {

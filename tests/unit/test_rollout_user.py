@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -331,7 +332,7 @@ class Says:
 
     def turn_message(self, patch: TurnPatch, ctx: VoiceContext) -> str:
         if self.fail:
-            raise openai.APIConnectionError(request=None)  # type: ignore[arg-type]
+            raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1"))
         return self.turn
 
     def answer(self, question: str, allowed: Sequence[Signal], ctx: VoiceContext) -> str:

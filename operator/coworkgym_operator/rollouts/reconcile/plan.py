@@ -146,6 +146,7 @@ def reconcile_batch(batch: Manifest, observed: BatchObserved, settings: BatchSet
     state = _State(previous.model_copy(deep=True))
     before = previous.phase
     if previous.step == "done" or _completed(previous):
+        _sweep(state, meta["name"], observed)
         return _finish(state, batch, observed, generation, before)
     spec = read_spec(RolloutBatchSpec, batch)
     if isinstance(spec, str):
@@ -164,6 +165,7 @@ def reconcile_batch(batch: Manifest, observed: BatchObserved, settings: BatchSet
         _rollouts(state, batch, spec, observed, settings)
     if state.failure is None and state.status.step == "collect":
         _collect(state, batch, spec, observed, settings)
+    _sweep(state, batch["metadata"]["name"], observed)
     return _finish(state, batch, observed, generation, before, spec)
 
 
@@ -299,6 +301,24 @@ def _fetch(
     state.status.step = "rollout"
 
 
+def _sweep(state: _State, name: str, observed: BatchObserved) -> None:
+    """Delete the Jobs whose results the status already holds, whatever the step: a
+    restart between the status write and the delete must not leave them behind once the
+    batch has moved on (or finished, when no later step would look at them again)."""
+    status = state.status
+    done_with = [
+        job_name(name, step, rid) for rid in status.outcomes for step in ("rollout", "verify")
+    ]
+    if status.step in ("rollout", "collect", "done"):
+        done_with.append(job_name(name, "fetch"))
+    if status.step == "done":
+        done_with.append(job_name(name, "collect"))
+    planned = set(state.plan.delete)
+    for child in done_with:
+        if f"Job/{child}" in observed.existing_children and ("Job", child) not in planned:
+            state.plan.delete.append(("Job", child))
+
+
 def all_ids(spec: RolloutBatchSpec, environments: int) -> list[str]:
     return [
         rollout_id(e, p, s)
@@ -344,12 +364,6 @@ def _rollouts(
                 why = result.get("error") or job.reason or "no result"
                 outcome = f"{INVALID}: infrastructure: the verify pod failed: {why}"
             _record(state, rid, policy.label, outcome)
-    # finished rollouts: their Jobs go once the outcome is in the status
-    for rid in status.outcomes:
-        for step in ("rollout", "verify"):
-            child = job_name(name, step, rid)
-            if f"Job/{child}" in observed.existing_children:
-                state.plan.delete.append(("Job", child))
     ids = all_ids(spec, len(environments))
     for rid in ids:
         if len(status.running) >= spec.concurrency:
