@@ -30,6 +30,7 @@ class Kind:
     def __init__(self) -> None:
         self.seen, self.wait = "a", None
         self.reconciles = 0
+        self.read_status: list[Any] = []
         self.current: dict[str, Any] | None = obj()
         self.controller = Controller(
             "Widget", "widgets", Watches(), self.once, self.look, finished=lambda s: False
@@ -39,6 +40,7 @@ class Kind:
 
     def once(self, current: Any, body: Any, logger: Any, indices: Indices | None) -> Done:
         self.reconciles += 1
+        self.read_status.append(current["status"])
         return self.next
 
     def look(self, namespace: str, name: str, uid: str, hint: Hashable, i: Indices) -> Look:
@@ -98,6 +100,25 @@ def test_a_create_reads_as_there_until_the_watch_delivers_it() -> None:
     c.delivered(UID, ["Job/demo-fetch"])
     assert c.undelivered(UID, frozenset()) == {}
     c.forget(NS, NAME, UID)
+
+
+def test_the_first_reconcile_of_a_delivered_object_reads_no_api_and_later_ones_do() -> None:
+    kind = Kind()
+    gets: list[str] = []
+    kind.current = obj(status={"phase": "Building"})  # what a GET would answer
+
+    def get(namespace: str, name: str) -> dict[str, Any] | None:
+        gets.append(name)
+        return kind.current
+
+    kind.controller.read = get
+    delivered = kopf.Body(obj(status={"phase": "Pending"}))
+    asyncio.run(kind.controller.changed(delivered, LOG))  # a create: the watch's body
+    assert gets == [] and kind.read_status == [{"phase": "Pending"}]
+    # its own status write may be newer than any body delivered before it: read afresh
+    asyncio.run(kind.controller.changed(delivered, LOG))
+    kind.controller.reconcile(body(), LOG, Indices())  # a child's event or a wake-up
+    assert gets == [NAME, NAME] and kind.read_status[1:] == [{"phase": "Building"}] * 2
 
 
 def test_a_gone_or_going_object_is_not_reconciled() -> None:

@@ -5,8 +5,9 @@ error, work in flight: the shared queue, core/wakeups.py); one resync sweep, the
 timer, looks again now and then at each unfinished object that changed since its last
 reconcile, in case an event was missed.
 
-Each reconcile reads the object afresh and writes its whole status once, in turn with the
-object's other reconciles (core/turns.py). A kind hands the controller:
+Each reconcile reads the object afresh (the first in this process: the object the watch
+delivered) and writes its whole status once, in turn with the object's other reconciles
+(core/turns.py). A kind hands the controller:
 
 - ``once``: one reconcile of a fresh copy (metadata, spec and status; counted, and its
   errors, by kind), returning ``Done``: whether it had nothing to do
@@ -24,6 +25,7 @@ reconcile right after a create does not create (or miss) them again.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -140,6 +142,8 @@ class Controller:
         self._settled: dict[str, tuple[str, Hashable, str]] = {}
         # what this process created, per uid, until the watches deliver it
         self._created: defaultdict[str, dict[str, Any]] = defaultdict(dict)
+        # the uids reconciled by this process: their next reconcile reads them afresh
+        self._reconciled: set[str] = set()
         # uid → reconciles in a row that raised outside kopf's own retries
         self._failures: defaultdict[str, int] = defaultdict(int)
         self._indices: Indices | None = None
@@ -232,23 +236,42 @@ class Controller:
     async def changed(self, body: kopf.Body, logger: kopf.Logger, **kwargs: Any) -> None:
         # async, so that a run queued while the operator stops costs no hop through a thread
         if not shutdown.stopping():
-            await asyncio.to_thread(self.reconcile, body, logger, self.watches.of(kwargs))
+            indices = self.watches.of(kwargs)
+            await asyncio.to_thread(self.reconcile, body, logger, indices, delivered=True)
 
-    def reconcile(self, body: kopf.Body, logger: kopf.Logger, indices: Indices | None) -> None:
+    def reconcile(
+        self,
+        body: kopf.Body,
+        logger: kopf.Logger,
+        indices: Indices | None,
+        *,
+        delivered: bool = False,
+    ) -> None:
         """In the object's turn, on a fresh read (gone, or going: its delete handler sees to
-        it): reconcile, then remember whether it settled and when to look again."""
+        it): reconcile, then remember whether it settled and when to look again.
+        ``delivered``: ``body`` is the whole object as the watch delivered it (a create, a
+        spec change, a resume), not a key. Until this process has reconciled the object,
+        nothing newer than that can be of its making, so that body is read instead of the
+        object: a burst of creates, or a restart over every object, costs no GET each."""
         if indices is not None:
             self._indices = indices
+        uid = str(body.metadata.uid)
+
+        def read(namespace: str, name: str) -> Manifest | None:
+            if delivered and uid not in self._reconciled:
+                return copy.deepcopy(dict(body))
+            return self.read(namespace, name)
 
         def once(current: Manifest, body: kopf.Body, logger: kopf.Logger) -> None:
             obj, namespace, _ = fresh(current)
+            self._reconciled.add(uid)  # whatever it writes, the next one reads afresh
             with counted(namespace, self.kind):  # an error counted, and raised again
                 outcome = self.once(obj, body, logger, indices)
             if outcome.transition:
                 metrics.TRANSITIONS.labels(namespace, self.kind).inc()
             self._settle(obj, outcome, indices)
 
-        self.turns.reconcile(body, logger, self.read, once)
+        self.turns.reconcile(body, logger, read, once)
 
     def _settle(self, current: Manifest, done: Done, indices: Indices | None) -> None:
         meta = current["metadata"]
@@ -347,6 +370,7 @@ class Controller:
         self._created.pop(uid, None)
         self._settled.pop(uid, None)
         self._failures.pop(uid, None)
+        self._reconciled.discard(uid)
         WAKEUPS.cancel((self.kind, namespace, name, uid))
 
     # ---- the resync sweep ----------------------------------------------------------------
