@@ -1,8 +1,9 @@
 """The difficulty benchmark: how hard are the families' packages for a capable agent?
 
 It synthesizes packages for chosen families × levels (a level is a difficulty and a number
-of user turns; default ``hard:3`` and ``easy:1``), rolls each out with the ``tool-calling``
-harness against a *relay*, and reports per family × level: rollouts, pass rate (the
+of user turns; default ``hard:3`` and ``easy:1``), rolls each out under a harness
+(``--harness``, default ``tool-calling``) against a *relay*, and reports per family × level
+× harness: rollouts, pass rate (the
 verifier's ``passed``: reward ≥ the package's pass threshold, 0.99 unless the verifier
 spec says otherwise), median tool calls, the share of trajectories over 20 tool calls and
 the mean reward.
@@ -399,6 +400,7 @@ def write_answer(
 class Row:
     family: str
     level: str
+    harness: str = "tool-calling"
     rollouts: int = 0
     valid: int = 0
     pass_rate: float | None = None
@@ -414,13 +416,14 @@ def tool_calls_of(trajectory: Any) -> int:
 
 
 def table_rows(trajectories: Iterable[Any]) -> list[Row]:
-    groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for t in trajectories:
         difficulty = t.environment.labels.get("difficulty", "?")
-        groups[(t.environment.family or "?", f"{difficulty}:{t.environment.turns}")].append(t)
+        level = f"{difficulty}:{t.environment.turns}"
+        groups[(t.environment.family or "?", level, t.policy.harness)].append(t)
     rows = []
-    for (family, level), group in sorted(groups.items()):
-        row = Row(family, level, rollouts=len(group))
+    for (family, level, harness), group in sorted(groups.items()):
+        row = Row(family, level, harness, rollouts=len(group))
         valid = [t for t in group if t.verification is not None and t.verification.valid]
         row.valid = len(valid)
         row.tool_calls = sorted(tool_calls_of(t) for t in group)
@@ -444,13 +447,14 @@ def render_table(rows: Sequence[Row]) -> str:
         return "—" if value is None else pattern.format(value)
 
     lines = [
-        "| family | difficulty:turns | rollouts (valid) | pass rate | median tool calls "
-        "| over 20 tool calls | mean reward | tool calls |",
-        "|---|---|---|---|---|---|---|---|",
+        "| family | difficulty:turns | harness | rollouts (valid) | pass rate "
+        "| median tool calls | over 20 tool calls | mean reward | tool calls |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.family} | {r.level} | {r.rollouts} ({r.valid}) | {pct(r.pass_rate)} | "
+            f"| {r.family} | {r.level} | `{r.harness}` | {r.rollouts} ({r.valid}) | "
+            f"{pct(r.pass_rate)} | "
             f"{num(r.median_tool_calls, '{:g}')} | {pct(r.over_20)} | {num(r.mean_reward)} | "
             f"{', '.join(map(str, r.tool_calls))} |"
         )
@@ -537,7 +541,7 @@ def synthesize(
 def rollout(packages: Sequence[Path], relay_url: str, args: argparse.Namespace) -> Path:
     out = args.out / "rollouts"
     command = [
-        *CLI, "rollout", *map(str, packages), "--harness", "tool-calling", "--model", "relay",
+        *CLI, "rollout", *map(str, packages), "--harness", args.harness, "--model", "relay",
         "--base-url", relay_url, "--request-timeout", str(args.request_timeout),
         "--timeout", str(args.rollout_timeout), "--max-steps", str(args.max_steps),
         "--token-budget", str(args.token_budget), "--samples", str(args.samples),
@@ -555,8 +559,8 @@ def rollout(packages: Sequence[Path], relay_url: str, args: argparse.Namespace) 
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.table_only is not None:
-        print(write_table(read_trajectories(args.table_only), None))
+    if args.table_only:  # several files: one table (e.g. a run per harness)
+        print(write_table([t for path in args.table_only for t in read_trajectories(path)], None))
         return 0
     packages = synthesize(args.families, args.levels, args.seeds, args.out)
     if not packages:
@@ -585,6 +589,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--samples", type=int, default=1, help="rollouts per package")
+    parser.add_argument(
+        "--harness", default="tool-calling",
+        help="the harness the rollouts run under (cowork-gym rollout --harness): what the "
+        "player sees is that harness's interface",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "difficulty")
     parser.add_argument("--queue", type=Path, default=None, help="default OUT/queue")
     parser.add_argument("--port", type=int, default=0, help="the relay's port (0: any free)")
@@ -594,8 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rollout-timeout", type=float, default=12 * 3600.0)
     parser.add_argument("--token-budget", type=int, default=200_000_000)
     parser.add_argument(
-        "--table-only", type=Path, default=None, metavar="TRAJECTORIES.jsonl",
-        help="only print the table of these trajectories",
+        "--table-only", type=Path, nargs="+", default=None, metavar="TRAJECTORIES.jsonl",
+        help="only print the table of these trajectories (one table over several files)",
     )  # fmt: skip
     return run(parser.parse_args(argv))
 

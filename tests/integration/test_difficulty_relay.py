@@ -100,7 +100,8 @@ def test_a_scripted_player_answers_through_the_relay_and_a_trajectory_is_recorde
     assert "list_files" in bench.render_request(records[0])  # the tools, described
 
     [row] = bench.table_rows([trajectory])
-    assert (row.family, row.level, row.rollouts, row.valid) == ("weather_report", "medium:2", 1, 1)
+    assert (row.family, row.level, row.harness) == ("weather_report", "medium:2", "tool-calling")
+    assert (row.rollouts, row.valid) == (1, 1)
     assert row.median_tool_calls == 4 and row.over_20 == 0.0 and row.pass_rate == 0.0
 
 
