@@ -61,6 +61,7 @@ from coworkgym_operator.training.reconcile.plan import (
 from coworkgym_operator.training.reconcile.rounds import server_start
 from coworkgym_operator.training.reconcile.starting import seconds_to_deadline
 from coworkgym_operator.training.reconcile.starting import start_wait as pod_start_wait
+from coworkgym_operator.training.reconcile.state import age
 from coworkgym_operator.training.settings import TrainingSettings
 from coworkgym_operator.training.watches import BATCHES, DEPLOYMENTS, WATCHES
 
@@ -185,7 +186,7 @@ def _clock(observed: TrainingObserved) -> float | None:
             wait = pod_start_wait(train.start, train.created_at, now, SETTINGS)
             waits.append(seconds_to_deadline(wait, now))
     if observed.batch is not None and not observed.batch.found:
-        waited = _age(observed)
+        waited = age(observed)
         waits.append(grace - waited + 0.1 if waited is not None and waited < grace else interval)
     envs = observed.environments
     if envs is not None and (envs.not_released or not envs.released):
@@ -197,12 +198,6 @@ def _clock(observed: TrainingObserved) -> float | None:
     if observed.rayjob is not None:
         waits.append(SETTINGS.progress_interval_seconds)
     return min((w for w in waits if w is not None), default=None)
-
-
-def _age(observed: TrainingObserved) -> float | None:
-    if observed.now is None or observed.created_at is None:
-        return None
-    return (observed.now - observed.created_at).total_seconds()
 
 
 def _reconcile_once(

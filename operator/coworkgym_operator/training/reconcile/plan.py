@@ -46,10 +46,11 @@ from coworkgym_operator.training.reconcile.rounds import (
     rounds_message,
     rounds_summary,
 )
-from coworkgym_operator.training.reconcile.starting import start_wait
+from coworkgym_operator.training.reconcile.starting import follow_training_pod
 from coworkgym_operator.training.reconcile.state import (
     BatchSeen,
     EnvironmentsSeen,
+    RunInputs,
     RunState,
     ServingSeen,
     TrainingObserved,
@@ -57,8 +58,8 @@ from coworkgym_operator.training.reconcile.state import (
     age,
     ensure_training_policy,
     finite_metrics,
-    job_failure,
     stamp,
+    training_failed,
 )
 from coworkgym_operator.training.settings import TrainingSettings
 
@@ -108,7 +109,6 @@ def completed(status: TrainingRunStatus) -> bool:
 def reconcile_training(
     run: Manifest, observed: TrainingObserved, settings: TrainingSettings
 ) -> TrainingPlan:
-    meta = run["metadata"]
     previous = previous_status(run)
     state = RunState(previous.model_copy(deep=True), settings=settings)
     before = previous.phase
@@ -118,18 +118,19 @@ def reconcile_training(
     if isinstance(spec, str):
         state.fail(R.INVALID_SPEC, spec)
         return _finish(state, run, observed, None, before)
+    inputs = RunInputs(run, spec, observed, settings)
     if state.status.step == "data":
         if spec.rounds > 1:
-            _environments(state, spec, observed, settings)
+            _environments(state, inputs)
         else:
-            _data(state, run, spec, observed, settings, meta)
+            _data(state, inputs)
     else:
         state.data = _data_done(spec, state.status)
     if state.failure is None and state.status.step == "train":
         if spec.rounds > 1:
-            reconcile_rounds(state, run, spec, observed, settings)
+            reconcile_rounds(state, inputs)
         else:
-            _train(state, run, spec, observed, settings)
+            _train(state, inputs)
     return _finish(state, run, observed, spec, before)
 
 
@@ -147,10 +148,9 @@ def _data_done(spec: TrainingRunSpec, status: TrainingRunStatus) -> Cond:
     return ("True", R.DATASET_FOUND, uri)
 
 
-def _environments(
-    state: RunState, spec: TrainingRunSpec, observed: TrainingObserved, settings: TrainingSettings
-) -> None:
+def _environments(state: RunState, inputs: RunInputs) -> None:
     """rounds > 1: resolve spec.rollout.environments once, as a RolloutBatch does."""
+    spec, observed, settings = inputs.spec, inputs.observed, inputs.settings
     assert spec.rollout is not None  # the spec's validator
     selection = spec.rollout.environments
     status = state.status
@@ -195,21 +195,15 @@ def _environments(
     state.data = _data_done(spec, status)
 
 
-def _data(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-    meta: Manifest,
-) -> None:
+def _data(state: RunState, inputs: RunInputs) -> None:
+    run, spec, observed, settings = inputs.run, inputs.spec, inputs.observed, inputs.settings
     assert spec.data is not None  # rounds 1: the spec's validator
     ref = spec.data.rollout_batch
     if ref is not None:
-        _data_from_batch(state, spec, observed, settings, meta)
+        _data_from_batch(state, inputs)
         return
     uri = spec.data.uri or ""
-    name = check_job_name(meta["name"])
+    name = check_job_name(inputs.name)
     job = observed.check_job
     if job is None or job.state == "missing":
         if f"Job/{name}" not in observed.existing_children:
@@ -241,20 +235,15 @@ def _data(
     _data_ready(state, spec, uri)
 
 
-def _data_from_batch(
-    state: RunState,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-    meta: Manifest,
-) -> None:
+def _data_from_batch(state: RunState, inputs: RunInputs) -> None:
+    spec, observed = inputs.spec, inputs.observed
     ref = spec.data.rollout_batch if spec.data is not None else None
     assert ref is not None
     batch = observed.batch
-    namespace = meta.get("namespace", "")
+    namespace = inputs.run["metadata"].get("namespace", "")
     if batch is None or not batch.found:
         waited = age(observed)
-        grace = settings.operator.stage_start_grace_seconds
+        grace = inputs.settings.operator.stage_start_grace_seconds
         if waited is not None and waited >= grace:
             _data_failed(
                 state,
@@ -302,19 +291,13 @@ def _data_ready(state: RunState, spec: TrainingRunSpec, uri: str) -> None:
 
 
 # ---- training ----------------------------------------------------------------------------------
-def _train(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
-    status = state.status
+def _train(state: RunState, inputs: RunInputs) -> None:
+    status, observed = state.status, inputs.observed
     if status.backend is None:
-        ray = observed.ray_available and settings.ray == "auto"
+        ray = observed.ray_available and inputs.settings.ray == "auto"
         status.backend = "RayJob" if ray else "Job"
     kind = status.backend
-    if spec.suspend:
+    if inputs.spec.suspend:
         if status.job_name is not None:
             state.plan.delete.append((kind, status.job_name))
             state.plan.events.append(
@@ -325,75 +308,57 @@ def _train(
         return
     if status.job_name is None:  # first start, or a resume
         status.starts += 1
-        status.job_name = _child_name(kind, run["metadata"]["name"], status.starts)
+        status.job_name = _child_name(kind, inputs.name, status.starts)
         if status.start_time is None and observed.now is not None:
             status.start_time = stamp(observed.now)
     _fold_report(state, observed.report, observed.now)
-    ensure_training_policy(state, run, observed, settings)
+    ensure_training_policy(state, inputs)
     if kind == "Job":
-        _train_job(state, run, spec, observed, settings)
+        _train_job(state, inputs)
     else:
-        _train_rayjob(state, run, spec, observed, settings)
+        _train_rayjob(state, inputs)
 
 
 def _child_name(kind: Backend, run: str, start: int) -> str:
     return train_job_name(run, start) if kind == "Job" else rayjob_name(run, start)
 
 
-def _create_training(state: RunState, run: Manifest, spec: TrainingRunSpec,
-                     observed: TrainingObserved, settings: TrainingSettings) -> None:  # fmt: skip
+def _create_training(state: RunState, inputs: RunInputs) -> None:
+    run, settings = inputs.run, inputs.settings
     status = state.status
     assert status.job_name is not None and status.backend is not None
-    if f"{status.backend}/{status.job_name}" in observed.existing_children:
+    if f"{status.backend}/{status.job_name}" in inputs.observed.existing_children:
         return
     data_uri = status.data_uri or ""
     if status.backend == "Job":
-        state.plan.create.append(training_job(run, spec, data_uri, status.starts, settings))
+        state.plan.create.append(training_job(run, inputs.spec, data_uri, status.starts, settings))
     else:
         view = {**run, "status": {**(run.get("status") or {}), "dataUri": data_uri}}
         state.plan.create.append(build_rayjob(view, settings, status.starts))
 
 
-def _train_job(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
-    job = observed.train_job
+def _train_job(state: RunState, inputs: RunInputs) -> None:
+    job = inputs.observed.train_job
     if job is None or job.state == "missing":  # not made yet, or deleted under us
-        _create_training(state, run, spec, observed, settings)
+        _create_training(state, inputs)
         state.activity = "starting"
         return
     if job.state == "running":
-        wait = start_wait(job.start, job.created_at, observed.now, settings)
-        if wait.ended:
+        if follow_training_pod(state, inputs, job):
             state.plan.delete.append(("Job", job.name))
-            state.fail(R.POD_CANNOT_START, f"the training pod {wait.ended}")
-            return
-        if wait.waiting:
-            state.waiting = f"the training pod {wait.waiting}"
-        state.activity = "training" if job.start.started else "starting"
         return
-    result = job.result or observed.logged_result or {}
+    result = job.result or inputs.observed.logged_result or {}
     _fold_result(state, result)
     if job.state == "succeeded" and result.get("ok", True):
-        _succeeded(state, spec)
+        _succeeded(state, inputs.spec)
         return
-    _failed(state, spec, result, job.reason)
+    training_failed(state, inputs.spec, result, job.reason)
 
 
-def _train_rayjob(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
-    rayjob = observed.rayjob
+def _train_rayjob(state: RunState, inputs: RunInputs) -> None:
+    rayjob = inputs.observed.rayjob
     if rayjob is None:  # not made yet, or deleted under us
-        _create_training(state, run, spec, observed, settings)
+        _create_training(state, inputs)
         state.activity = "starting"
         return
     outcome, why = rayjob_outcome(rayjob)
@@ -401,15 +366,15 @@ def _train_rayjob(
     if outcome == "running":
         state.activity = "training" if deployment == "Running" else "starting"
         return
-    result = observed.logged_result or {}
+    result = inputs.observed.logged_result or {}
     _fold_result(state, result)
     if outcome == "succeeded" and result.get("ok", True):
-        _succeeded(state, spec)
+        _succeeded(state, inputs.spec)
         return
     if outcome == "suspended":
         state.activity = "suspended"
         return
-    _failed(state, spec, result, why)
+    training_failed(state, inputs.spec, result, why)
 
 
 def _succeeded(state: RunState, spec: TrainingRunSpec) -> None:
@@ -417,14 +382,6 @@ def _succeeded(state: RunState, spec: TrainingRunSpec) -> None:
     status.step = "done"
     if status.checkpoint_uri is None:
         status.checkpoint_uri = spec.output.uri
-
-
-def _failed(
-    state: RunState, spec: TrainingRunSpec, result: dict[str, Any], job_reason: str
-) -> None:
-    reason, message = job_failure(spec, result, job_reason, state.status.checkpoint_uri)
-    state.plan.nan_loss = reason is R.NAN_LOSS
-    state.fail(reason, message)
 
 
 def _fold_report(state: RunState, report: dict[str, Any] | None, now: datetime | None) -> None:

@@ -66,15 +66,20 @@ from coworkgym_operator.training.builders.run import (
     round_train_job_name,
     training_job,
 )
-from coworkgym_operator.training.reconcile.starting import StartWait, start_wait
+from coworkgym_operator.training.reconcile.starting import (
+    StartWait,
+    follow_training_pod,
+    start_wait,
+)
 from coworkgym_operator.training.reconcile.state import (
+    RunInputs,
     RunState,
     ServingSeen,
-    TrainingObserved,
+    create_once,
     ensure_training_policy,
     finite_metrics,
-    job_failure,
     stamp,
+    training_failed,
 )
 from coworkgym_operator.training.settings import TrainingSettings
 
@@ -98,13 +103,8 @@ ENDED: tuple[RoundStep, ...] = ("trained", "skipped")
 SERVING_RESTART_LIMIT = 3
 
 
-def reconcile_rounds(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
+def reconcile_rounds(state: RunState, inputs: RunInputs) -> None:
+    spec, observed = inputs.spec, inputs.observed
     status = state.status
     status.backend = "Job"  # each round trains in a plain Job
     if status.starts == 0:
@@ -115,7 +115,7 @@ def reconcile_rounds(
         _begin(state, 0, spec.model)
     current = status.rounds[-1]
     if spec.suspend:
-        _suspend(state, run, current)
+        _suspend(state, inputs.run, current)
         _progress(state, spec, observed.now)
         return
     if current.suspended:
@@ -124,7 +124,7 @@ def reconcile_rounds(
         _event(state, "Resumed", f"{_which(current, spec)}: resumes in step {current.step}")
     while state.failure is None:
         current = status.rounds[-1]
-        HANDLERS[current.step](state, run, spec, current, observed, settings)
+        HANDLERS[current.step](state, inputs, current)
         if state.failure is not None or current.step not in ENDED:
             break
         if current.round + 1 == spec.rounds:
@@ -132,7 +132,7 @@ def reconcile_rounds(
             break
         _begin(state, current.round + 1, _last_checkpoint(status) or spec.model)
     if state.failure is not None:
-        _teardown_server(state, run, status.rounds[-1])
+        _teardown_server(state, inputs.run, status.rounds[-1])
     _progress(state, spec, observed.now)
 
 
@@ -141,16 +141,10 @@ def _begin(state: RunState, index: int, served: str) -> None:
     state.status.rounds.append(RoundStatus(round=index, served=served))
 
 
-def _serve(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    current: RoundStatus,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
-    name = serve_name(run["metadata"]["name"], current.round)
-    _ensure_server(state, run, spec, current, observed, settings)
+def _serve(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
+    spec, observed, settings = inputs.spec, inputs.observed, inputs.settings
+    name = serve_name(inputs.name, current.round)
+    _ensure_server(state, inputs, current)
     serving = observed.serving
     seen = serving if serving is not None and serving.name == name else None
     state.activity = "serving"
@@ -168,41 +162,35 @@ def _serve(
         return
     current.endpoint = endpoint_of(seen.cluster_ip)
     _step(state, current, "rollout")
-    _rollout(state, run, spec, current, observed, settings)
+    _rollout(state, inputs, current)
 
 
-def _rollout(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    current: RoundStatus,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
+def _rollout(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
+    spec, observed = inputs.spec, inputs.observed
     assert spec.rollout is not None and current.endpoint is not None
     status = state.status
-    name = rollouts_name(run["metadata"]["name"], current.round, current.attempt)
+    name = rollouts_name(inputs.name, current.round, current.attempt)
     current.batch = name
     batch = observed.round_batch
     seen = batch if batch is not None and batch.name == name else None
     state.activity = "rolling-out"
     state.note = f"RolloutBatch {name} rolls out against {current.endpoint}"
     if seen is None or not seen.found:
-        _ensure_server(state, run, spec, current, observed, settings)
+        _ensure_server(state, inputs, current)
         if f"RolloutBatch/{name}" not in observed.existing_children:
             listed = status.data_uri if spec.rollout.environments.manifest_uri else None
             batch_manifest = round_batch(
-                run, spec, current.round, current.attempt, current.endpoint,
+                inputs.run, spec, current.round, current.attempt, current.endpoint,
                 status.environments, listed,
             )  # fmt: skip
-            if _create_once(state, batch_manifest):
+            if create_once(state, batch_manifest):
                 _event(state, "RollingOut", f"{_which(current, spec)}: {state.note}")
         return
     if seen.deleting:  # deleted by hand: made again once it is gone
         state.note = f"RolloutBatch {name} is being deleted; it is made again once gone"
         return
     if not seen.complete:
-        _ensure_server(state, run, spec, current, observed, settings)
+        _ensure_server(state, inputs, current)
         if seen.message:
             state.note += f": {seen.message}"
         ended = seen.succeeded + seen.invalid
@@ -210,7 +198,7 @@ def _rollout(
             current.trajectories = ended
             state.progressed = True
         return
-    _teardown_server(state, run, current)
+    _teardown_server(state, inputs.run, current)
     if seen.failed or not seen.output_uri:
         why = seen.message or "no output"
         state.fail(R.BATCH_FAILED, f"{_which(current, spec)}: RolloutBatch {name} failed: {why}")
@@ -230,47 +218,33 @@ def _rollout(
     current.data_uri = data_uri_of_batch(seen.output_uri, choice)
     _event(state, "RolloutsDone", f"{_which(current, spec)}: {made}; server deleted")
     _step(state, current, "train")
-    _train(state, run, spec, current, observed, settings)
+    _train(state, inputs, current)
 
 
-def _train(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    current: RoundStatus,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
+def _train(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
+    run, spec, observed, settings = inputs.run, inputs.spec, inputs.observed, inputs.settings
     assert current.data_uri is not None
     status = state.status
-    name = round_train_job_name(run["metadata"]["name"], current.round, current.attempt)
+    name = round_train_job_name(inputs.name, current.round, current.attempt)
     current.job_name = status.job_name = name
     observed_job = observed.train_job
     job = observed_job if observed_job is not None and observed_job.name == name else None
     if job is not None:
         _fold_report(state, current, observed.report)
-    ensure_training_policy(state, run, observed, settings)
+    ensure_training_policy(state, inputs)
     if job is None or job.state == "missing":  # not made yet, or deleted under us
         if f"Job/{name}" not in observed.existing_children:
-            inputs = RoundTraining(current.round, current.served, current.data_uri, current.attempt)
-            manifest = training_job(run, spec, current.data_uri, status.starts, settings, inputs)
-            if _create_once(state, manifest):
+            trains = RoundTraining(current.round, current.served, current.data_uri, current.attempt)
+            manifest = training_job(run, spec, current.data_uri, status.starts, settings, trains)
+            if create_once(state, manifest):
                 what = f"Job {name} trains on {current.data_uri} from {current.served}"
                 _event(state, "TrainingStarted", f"{_which(current, spec)}: {what}")
         state.activity = "starting"
         state.note = f"starting Job {name}"
         return
     if job.state == "running":
-        wait = start_wait(job.start, job.created_at, observed.now, settings)
-        if wait.ended:
-            state.fail(
-                R.POD_CANNOT_START, f"{_which(current, spec)}: the training pod {wait.ended}"
-            )
-            return
-        if wait.waiting:
-            state.waiting = f"{_which(current, spec)}: the training pod {wait.waiting}"
-        state.activity = "training" if job.start.started else "starting"
-        state.note = "training" if job.start.started else f"starting Job {name}"
+        if not follow_training_pod(state, inputs, job, f"{_which(current, spec)}: "):
+            state.note = "training" if job.start.started else f"starting Job {name}"
         return
     result = job.result or observed.logged_result or {}
     _fold_report(state, current, result)
@@ -288,17 +262,15 @@ def _train(
         return
     if job.state == "succeeded":  # ended well, yet left no checkpoint to serve next
         result = {**result, "error": "the Job succeeded but reported no checkpoint"}
-    reason, message = job_failure(spec, result, job.reason, status.checkpoint_uri)
-    state.plan.nan_loss = reason is R.NAN_LOSS
     status.job_name = name  # the failure names it (and a pod that cannot start goes)
-    state.fail(reason, f"{_which(current, spec)}: Job {name}: {message}")
+    training_failed(state, spec, result, job.reason, f"{_which(current, spec)}: Job {name}: ")
 
 
 def _trained_or_skipped(*_: Any) -> None:
     """A round that ended is never looked at again."""
 
 
-HANDLERS: dict[RoundStep, Callable[..., None]] = {
+HANDLERS: dict[RoundStep, Callable[[RunState, RunInputs, RoundStatus], None]] = {
     "serve": _serve,
     "rollout": _rollout,
     "train": _train,
@@ -371,28 +343,22 @@ def _keeps_exiting(seen: ServingSeen, now: datetime | None, settings: TrainingSe
 SERVING_CHECKS = (_cannot_start, _keeps_exiting)
 
 
-def _ensure_server(
-    state: RunState,
-    run: Manifest,
-    spec: TrainingRunSpec,
-    current: RoundStatus,
-    observed: TrainingObserved,
-    settings: TrainingSettings,
-) -> None:
+def _ensure_server(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
     """The run's NetworkPolicy and the round's Deployment and Service, each made when
     missing (first, or deleted under us)."""
-    run_name = run["metadata"]["name"]
+    run, spec, settings = inputs.run, inputs.spec, inputs.settings
+    run_name = inputs.name
     name = serve_name(run_name, current.round)
-    existing = observed.existing_children
+    existing = inputs.observed.existing_children
     if f"NetworkPolicy/{serving_policy_name(run_name)}" not in existing:
-        _create_once(state, serving_policy(run, settings))
+        create_once(state, serving_policy(run, settings))
     if f"Deployment/{name}" not in existing:
         deployment = serving_deployment(run, spec, current.round, current.served, settings)
-        if _create_once(state, deployment):
+        if create_once(state, deployment):
             what = f"serving {current.served} as {served_as(run_name, current.round)}"
             _event(state, "Serving", f"{_which(current, spec)}: {what} (Deployment {name})")
     if f"Service/{name}" not in existing:
-        _create_once(state, serving_service(run, current.round))
+        create_once(state, serving_service(run, current.round))
 
 
 def _teardown_server(state: RunState, run: Manifest, current: RoundStatus) -> list[str]:
@@ -407,16 +373,6 @@ def _teardown_server(state: RunState, run: Manifest, current: RoundStatus) -> li
 
 
 # ---- bookkeeping ---------------------------------------------------------------------------
-def _create_once(state: RunState, manifest: Manifest) -> bool:
-    """Plan ``manifest`` unless this reconcile planned it already (two steps taken in one
-    reconcile both make sure of the server); whether it was planned now."""
-    key = (manifest["kind"], manifest["metadata"]["name"])
-    if any((m["kind"], m["metadata"]["name"]) == key for m in state.plan.create):
-        return False
-    state.plan.create.append(manifest)
-    return True
-
-
 def _step(state: RunState, current: RoundStatus, to: RoundStep) -> None:
     assert (current.step, to) in ROUND_STEPS, (current.step, to)
     state.plan.round_steps.append((current.round, current.step, to))

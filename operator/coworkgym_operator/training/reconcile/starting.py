@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from coworkgym_operator.core.observe import JobObservation
 from coworkgym_operator.core.pods import PodStart
-from coworkgym_operator.training.reconcile.state import stamp
+from coworkgym_operator.training.api.conditions import TrainingReason as R
+from coworkgym_operator.training.reconcile.state import RunInputs, RunState, stamp
 from coworkgym_operator.training.settings import TrainingSettings
 
 # the scheduler's kinds of problem (core/pods.py): a node or a volume may yet be freed
@@ -75,6 +77,22 @@ def start_wait(
     return StartWait(waiting=waiting, deadline=deadline)
 
 
+def follow_training_pod(
+    state: RunState, inputs: RunInputs, job: JobObservation, where: str = ""
+) -> bool:
+    """A running training Job: True once its pod's wait to start is over (the run failed
+    PodCannotStart); until then, why it waits (if the scheduler or kubelet said) and
+    whether it trains yet. ``where``: what the messages start with (a round's name)."""
+    wait = start_wait(job.start, job.created_at, inputs.observed.now, inputs.settings)
+    if wait.ended:
+        state.fail(R.POD_CANNOT_START, f"{where}the training pod {wait.ended}")
+        return True
+    if wait.waiting:
+        state.waiting = f"{where}the training pod {wait.waiting}"
+    state.activity = "training" if job.start.started else "starting"
+    return False
+
+
 def seconds_to_deadline(wait: StartWait, now: datetime | None) -> float | None:
     """When to look again for time's sake (just past the deadline); None: no deadline."""
     if wait.deadline is None or now is None:
@@ -85,6 +103,7 @@ def seconds_to_deadline(wait: StartWait, now: datetime | None) -> float | None:
 __all__ = [
     "SCHEDULING_PROBLEMS",
     "StartWait",
+    "follow_training_pod",
     "seconds_to_deadline",
     "start_wait",
     "waiting_for_a_node",

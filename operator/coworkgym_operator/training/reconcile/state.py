@@ -119,17 +119,47 @@ class RunState:
         self.failure = Failure(self.status.step, reason, message[:1000])
 
 
-def ensure_training_policy(
-    state: RunState, run: Manifest, observed: TrainingObserved, settings: TrainingSettings
-) -> None:
+@dataclass(frozen=True)
+class RunInputs:
+    """What one reconcile of a run reads and never changes, handed to each of its steps as
+    one: the run as the controller read it, its spec, what was observed, the settings."""
+
+    run: Manifest
+    spec: TrainingRunSpec
+    observed: TrainingObserved
+    settings: TrainingSettings
+
+    @property
+    def name(self) -> str:
+        return str(self.run["metadata"]["name"])
+
+
+def create_once(state: RunState, manifest: Manifest) -> bool:
+    """Plan ``manifest`` unless this reconcile planned it already (two steps taken in one
+    reconcile may both make sure of the same child); whether it was planned now."""
+    key = (manifest["kind"], manifest["metadata"]["name"])
+    if any((m["kind"], m["metadata"]["name"]) == key for m in state.plan.create):
+        return False
+    state.plan.create.append(manifest)
+    return True
+
+
+def ensure_training_policy(state: RunState, inputs: RunInputs) -> None:
     """Plan the run's <run>-training NetworkPolicy when it is missing (first, or deleted
     under us), ahead of the training Job or RayJob it fences."""
-    name = training_policy_name(run["metadata"]["name"])
-    if f"NetworkPolicy/{name}" in observed.existing_children:
-        return
-    planned = {(m["kind"], m["metadata"]["name"]) for m in state.plan.create}
-    if ("NetworkPolicy", name) not in planned:
-        state.plan.create.append(training_policy(run, settings))
+    name = training_policy_name(inputs.name)
+    if f"NetworkPolicy/{name}" not in inputs.observed.existing_children:
+        create_once(state, training_policy(inputs.run, inputs.settings))
+
+
+def training_failed(
+    state: RunState, spec: TrainingRunSpec, result: dict[str, Any], job_reason: str, where: str = ""
+) -> None:
+    """The training Job (or RayJob) ended without a checkpoint to show: the run fails with
+    job_failure's reason, remembering a NaN loss for the metrics."""
+    reason, message = job_failure(spec, result, job_reason, state.status.checkpoint_uri)
+    state.plan.nan_loss = reason is R.NAN_LOSS
+    state.fail(reason, f"{where}{message}")
 
 
 def job_failure(
@@ -183,13 +213,16 @@ def age(observed: TrainingObserved) -> float | None:
 __all__ = [
     "BatchSeen",
     "EnvironmentsSeen",
+    "RunInputs",
     "RunState",
     "ServingSeen",
     "TrainingObserved",
     "TrainingPlan",
     "age",
+    "create_once",
     "ensure_training_policy",
     "finite_metrics",
     "job_failure",
     "stamp",
+    "training_failed",
 ]
