@@ -25,7 +25,7 @@ from typing import Any
 from coworkgym_operator.core.api import read_spec, read_status
 from coworkgym_operator.core.conditions import merge
 from coworkgym_operator.core.observe import JobObservation, stuck
-from coworkgym_operator.core.plan import ReconcilePlan
+from coworkgym_operator.core.plan import ReconcileInputs, ReconcilePlan
 from coworkgym_operator.rollouts.api.conditions import BatchReason as R
 from coworkgym_operator.rollouts.api.types import (
     Counts,
@@ -139,6 +139,10 @@ class _State:
         self.failure = Failure(self.status.step, reason, message[:1000])
 
 
+# what one reconcile of a batch reads (core/plan.py)
+_Inputs = ReconcileInputs[RolloutBatchSpec, BatchObserved, BatchSettings]
+
+
 def reconcile_batch(batch: Manifest, observed: BatchObserved, settings: BatchSettings) -> BatchPlan:
     meta = batch["metadata"]
     generation = meta.get("generation")
@@ -153,18 +157,19 @@ def reconcile_batch(batch: Manifest, observed: BatchObserved, settings: BatchSet
         state.fail(R.INVALID_SPEC, spec)
         return _finish(state, batch, observed, generation, before)
 
+    inputs = _Inputs(batch, spec, observed, settings)
     if state.status.step == "resolve":
-        _resolve(state, spec, observed, meta)
+        _resolve(state, inputs)
     if state.failure is None and state.status.step == "probe":
-        _probe(state, spec, observed, settings)
+        _probe(state, inputs)
     if state.failure is None and state.status.step in ("fetch", "rollout", "collect"):
-        _ensure_children(state, batch, spec, observed, settings)
+        _ensure_children(state, inputs)
     if state.failure is None and state.status.step == "fetch":
-        _fetch(state, batch, spec, observed, settings)
+        _fetch(state, inputs)
     if state.failure is None and state.status.step == "rollout":
-        _rollouts(state, batch, spec, observed, settings)
+        _rollouts(state, inputs)
     if state.failure is None and state.status.step == "collect":
-        _collect(state, batch, spec, observed, settings)
+        _collect(state, inputs)
     _sweep(state, batch["metadata"]["name"], observed)
     return _finish(state, batch, observed, generation, before, spec)
 
@@ -173,10 +178,9 @@ def _completed(status: RolloutBatchStatus) -> bool:
     return any(c.type == "Complete" and c.status == "True" for c in status.conditions)
 
 
-def _resolve(
-    state: _State, spec: RolloutBatchSpec, observed: BatchObserved, meta: Manifest
-) -> None:
-    selection = spec.environments
+def _resolve(state: _State, inputs: _Inputs) -> None:
+    observed, meta = inputs.observed, inputs.manifest["metadata"]
+    selection = inputs.spec.environments
     if selection.manifest_uri is not None:  # the fetch pod reads it
         state.status.step = "probe"
         return
@@ -204,11 +208,10 @@ def _resolve(
     state.status.step = "probe"
 
 
-def _probe(
-    state: _State, spec: RolloutBatchSpec, observed: BatchObserved, settings: BatchSettings
-) -> None:
+def _probe(state: _State, inputs: _Inputs) -> None:
+    spec, observed = inputs.spec, inputs.observed
     endpoints = model_endpoints(spec)
-    if endpoints and not settings.gateway_url:
+    if endpoints and not inputs.settings.gateway_url:
         state.fail(
             R.NO_GATEWAY,
             "a policy calls a model, but the operator knows no LLM gateway (Helm value "
@@ -230,13 +233,8 @@ def _probe(
     state.status.step = "fetch"
 
 
-def _ensure_children(
-    state: _State,
-    batch: Manifest,
-    spec: RolloutBatchSpec,
-    observed: BatchObserved,
-    settings: BatchSettings,
-) -> None:
+def _ensure_children(state: _State, inputs: _Inputs) -> None:
+    batch, spec, settings = inputs.manifest, inputs.spec, inputs.settings
     wanted = [batch_volume(batch, settings), *network_policies(batch, settings)]
     environments = state.status.environments
     # the tokens before the first rollout pod; Secrets are not listed (the operator may
@@ -244,7 +242,7 @@ def _ensure_children(
     if model_endpoints(spec) and environments is not None and state.status.step == "fetch":
         wanted.append(gateway_tokens(batch, spec, len(environments), settings))
     for child in wanted:
-        _create(state, observed, child)
+        _create(state, inputs.observed, child)
 
 
 def _create(state: _State, observed: BatchObserved, child: Manifest) -> None:
@@ -252,32 +250,46 @@ def _create(state: _State, observed: BatchObserved, child: Manifest) -> None:
         state.plan.create.append(child)
 
 
-def _fetch(
-    state: _State,
-    batch: Manifest,
-    spec: RolloutBatchSpec,
-    observed: BatchObserved,
-    settings: BatchSettings,
-) -> None:
-    name = job_name(batch["metadata"]["name"], "fetch")
-    job = observed.jobs.get(name)
-    if job is not None and job.state == "running":
-        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
+# the batch's one-shot Jobs: the reason the batch fails with when one does, and what it does
+ONE_SHOT_JOBS: dict[str, tuple[R, str]] = {
+    "fetch": (R.FETCH_FAILED, "fetching the packages"),
+    "collect": (R.COLLECT_FAILED, "collecting the trajectories"),
+}
+
+
+def _ended_well(
+    state: _State, inputs: _Inputs, stage: str, job: JobObservation
+) -> dict[str, Any] | None:
+    """The result of the batch's fetch or collect Job (there, as observed) once it ended
+    well; None while it runs, or when the batch failed: its pod did not start within the
+    grace (the Job is deleted), or it ended without a good result."""
+    reason, doing = ONE_SHOT_JOBS[stage]
+    if job.state == "running":
+        why = stuck(job, inputs.observed.now, inputs.settings.operator.stage_start_grace_seconds)
         if why:
-            state.plan.delete.append(("Job", name))
-            state.fail(R.FETCH_FAILED, f"fetching the packages failed: the fetch pod {why}")
-        return
-    if job is None:
-        if f"Job/{name}" not in observed.existing_children:
-            state.plan.create.append(fetch_job(batch, spec, state.status.environments, settings))
-        return
-    if job.state == "missing":
-        state.plan.create.append(fetch_job(batch, spec, state.status.environments, settings))
-        return
+            state.plan.delete.append(("Job", job_name(inputs.name, stage)))
+            state.fail(reason, f"{doing} failed: the {stage} pod {why}")
+        return None
     result = job.result or {}
     if not result.get("ok"):
-        why = result.get("error") or job.reason or "the fetch pod failed without a result"
-        state.fail(R.FETCH_FAILED, f"fetching the packages failed: {why}")
+        why = result.get("error") or job.reason or f"the {stage} pod failed without a result"
+        state.fail(reason, f"{doing} failed: {why}")
+        return None
+    return result
+
+
+def _fetch(state: _State, inputs: _Inputs) -> None:
+    batch, spec, observed, settings = inputs.manifest, inputs.spec, inputs.observed, inputs.settings
+    name = job_name(inputs.name, "fetch")
+    job = observed.jobs.get(name)
+    # None: not looked for (the step began in this reconcile), made unless it exists;
+    # missing: looked for and not there (deleted under us), made again
+    if job is None or job.state == "missing":
+        if job is not None or f"Job/{name}" not in observed.existing_children:
+            state.plan.create.append(fetch_job(batch, spec, state.status.environments, settings))
+        return
+    result = _ended_well(state, inputs, "fetch", job)
+    if result is None:
         return
     found = [ResolvedEnvironment.model_validate(e) for e in result.get("environments", [])]
     known = state.status.environments
@@ -296,7 +308,7 @@ def _fetch(
             return
         state.status.environments = found
         # the token Secret needs the count: made now, before any rollout pod
-        _ensure_children(state, batch, spec, observed, settings)
+        _ensure_children(state, inputs)
     state.plan.delete.append(("Job", name))
     state.status.step = "rollout"
 
@@ -328,16 +340,11 @@ def all_ids(spec: RolloutBatchSpec, environments: int) -> list[str]:
     ]
 
 
-def _rollouts(
-    state: _State,
-    batch: Manifest,
-    spec: RolloutBatchSpec,
-    observed: BatchObserved,
-    settings: BatchSettings,
-) -> None:
+def _rollouts(state: _State, inputs: _Inputs) -> None:
+    batch, spec, observed, settings = inputs.manifest, inputs.spec, inputs.observed, inputs.settings
     status = state.status
     environments = status.environments or []
-    name = batch["metadata"]["name"]
+    name = inputs.name
     grace = settings.operator.stage_start_grace_seconds
     for rid, where in sorted(status.running.items()):
         job = observed.jobs.get(job_name(name, where, rid))
@@ -351,12 +358,12 @@ def _rollouts(
                 _record(state, rid, policy.label, outcome)
             continue
         if job.state == "missing":  # deleted under us, or never made: make it again
-            state.plan.create.append(_step_job(batch, spec, rid, where, environments, settings))
+            state.plan.create.append(_step_job(inputs, rid, where, environments))
             continue
         policy = spec.policies[parse_rollout_id(rid)[1]]
         result = job.result or {}
         if where == "rollout":
-            _rollout_ended(state, batch, spec, rid, policy.label, job, result, settings)
+            _rollout_ended(state, inputs, rid, policy.label, job, result)
         else:
             if result.get("ok"):
                 outcome = _verified(result)
@@ -380,13 +387,9 @@ def _rollouts(
 
 
 def _step_job(
-    batch: Manifest,
-    spec: RolloutBatchSpec,
-    rid: str,
-    where: str,
-    environments: list[ResolvedEnvironment],
-    settings: BatchSettings,
+    inputs: _Inputs, rid: str, where: str, environments: list[ResolvedEnvironment]
 ) -> Manifest:
+    batch, spec, settings = inputs.manifest, inputs.spec, inputs.settings
     if where == "verify":
         return verify_job(batch, spec, rid, settings)
     return rollout_job(batch, spec, rid, environments[parse_rollout_id(rid)[0]], settings)
@@ -394,13 +397,11 @@ def _step_job(
 
 def _rollout_ended(
     state: _State,
-    batch: Manifest,
-    spec: RolloutBatchSpec,
+    inputs: _Inputs,
     rid: str,
     policy: str,
     job: JobObservation,
     result: dict[str, Any],
-    settings: BatchSettings,
 ) -> None:
     if not result.get("ok"):  # no record: the pod died, the node went away, ...
         why = result.get("error") or job.reason or "the rollout pod failed without a result"
@@ -419,8 +420,9 @@ def _rollout_ended(
     )
     if result.get("verify"):
         state.status.running[rid] = "verify"
-        state.plan.create.append(verify_job(batch, spec, rid, settings))  # not there yet:
-        return  # the status said "rollout", so the controller did not look for it
+        state.plan.create.append(verify_job(inputs.manifest, inputs.spec, rid, inputs.settings))
+        # not there yet: the status said "rollout", so the controller did not look for it
+        return
     reason = str(result.get("reason") or result.get("termination") or "not verifiable")
     _record(state, rid, policy, f"{INVALID}: {reason}")
 
@@ -438,29 +440,16 @@ def _record(state: _State, rid: str, policy: str, outcome: str) -> None:
     state.plan.outcomes.append(OutcomeRecorded(policy, kind, reason))
 
 
-def _collect(
-    state: _State,
-    batch: Manifest,
-    spec: RolloutBatchSpec,
-    observed: BatchObserved,
-    settings: BatchSettings,
-) -> None:
-    name = job_name(batch["metadata"]["name"], "collect")
-    job = observed.jobs.get(name)
+def _collect(state: _State, inputs: _Inputs) -> None:
+    spec = inputs.spec
+    name = job_name(inputs.name, "collect")
+    job = inputs.observed.jobs.get(name)
     ids = all_ids(spec, len(state.status.environments or []))
     if job is None or job.state == "missing":
-        _create(state, observed, collect_job(batch, spec, ids, settings))
+        _create(state, inputs.observed, collect_job(inputs.manifest, spec, ids, inputs.settings))
         return
-    if job.state == "running":
-        why = stuck(job, observed.now, settings.operator.stage_start_grace_seconds)
-        if why:
-            state.plan.delete.append(("Job", name))
-            state.fail(R.COLLECT_FAILED, f"collecting failed: the collect pod {why}")
-        return
-    result = job.result or {}
-    if not result.get("ok"):
-        why = result.get("error") or job.reason or "the collect pod failed without a result"
-        state.fail(R.COLLECT_FAILED, f"collecting the trajectories failed: {why}")
+    result = _ended_well(state, inputs, "collect", job)
+    if result is None:
         return
     state.status.counts.kept = int(result.get("kept") or 0)
     state.status.funnel = [FunnelStep.model_validate(f) for f in result.get("funnel", [])]

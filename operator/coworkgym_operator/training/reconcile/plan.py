@@ -196,7 +196,7 @@ def _environments(state: RunState, inputs: RunInputs) -> None:
 
 
 def _data(state: RunState, inputs: RunInputs) -> None:
-    run, spec, observed, settings = inputs.run, inputs.spec, inputs.observed, inputs.settings
+    run, spec, observed, settings = inputs.manifest, inputs.spec, inputs.observed, inputs.settings
     assert spec.data is not None  # rounds 1: the spec's validator
     ref = spec.data.rollout_batch
     if ref is not None:
@@ -240,7 +240,7 @@ def _data_from_batch(state: RunState, inputs: RunInputs) -> None:
     ref = spec.data.rollout_batch if spec.data is not None else None
     assert ref is not None
     batch = observed.batch
-    namespace = inputs.run["metadata"].get("namespace", "")
+    namespace = inputs.manifest["metadata"].get("namespace", "")
     if batch is None or not batch.found:
         waited = age(observed)
         grace = inputs.settings.operator.stage_start_grace_seconds
@@ -324,7 +324,7 @@ def _child_name(kind: Backend, run: str, start: int) -> str:
 
 
 def _create_training(state: RunState, inputs: RunInputs) -> None:
-    run, settings = inputs.run, inputs.settings
+    run, settings = inputs.manifest, inputs.settings
     status = state.status
     assert status.job_name is not None and status.backend is not None
     if f"{status.backend}/{status.job_name}" in inputs.observed.existing_children:

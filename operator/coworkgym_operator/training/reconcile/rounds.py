@@ -115,7 +115,7 @@ def reconcile_rounds(state: RunState, inputs: RunInputs) -> None:
         _begin(state, 0, spec.model)
     current = status.rounds[-1]
     if spec.suspend:
-        _suspend(state, inputs.run, current)
+        _suspend(state, inputs.manifest, current)
         _progress(state, spec, observed.now)
         return
     if current.suspended:
@@ -132,7 +132,7 @@ def reconcile_rounds(state: RunState, inputs: RunInputs) -> None:
             break
         _begin(state, current.round + 1, _last_checkpoint(status) or spec.model)
     if state.failure is not None:
-        _teardown_server(state, inputs.run, status.rounds[-1])
+        _teardown_server(state, inputs.manifest, status.rounds[-1])
     _progress(state, spec, observed.now)
 
 
@@ -180,7 +180,7 @@ def _rollout(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
         if f"RolloutBatch/{name}" not in observed.existing_children:
             listed = status.data_uri if spec.rollout.environments.manifest_uri else None
             batch_manifest = round_batch(
-                inputs.run, spec, current.round, current.attempt, current.endpoint,
+                inputs.manifest, spec, current.round, current.attempt, current.endpoint,
                 status.environments, listed,
             )  # fmt: skip
             if create_once(state, batch_manifest):
@@ -198,7 +198,7 @@ def _rollout(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
             current.trajectories = ended
             state.progressed = True
         return
-    _teardown_server(state, inputs.run, current)
+    _teardown_server(state, inputs.manifest, current)
     if seen.failed or not seen.output_uri:
         why = seen.message or "no output"
         state.fail(R.BATCH_FAILED, f"{_which(current, spec)}: RolloutBatch {name} failed: {why}")
@@ -222,7 +222,7 @@ def _rollout(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
 
 
 def _train(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
-    run, spec, observed, settings = inputs.run, inputs.spec, inputs.observed, inputs.settings
+    run, spec, observed, settings = inputs.manifest, inputs.spec, inputs.observed, inputs.settings
     assert current.data_uri is not None
     status = state.status
     name = round_train_job_name(inputs.name, current.round, current.attempt)
@@ -346,7 +346,7 @@ SERVING_CHECKS = (_cannot_start, _keeps_exiting)
 def _ensure_server(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
     """The run's NetworkPolicy and the round's Deployment and Service, each made when
     missing (first, or deleted under us)."""
-    run, spec, settings = inputs.run, inputs.spec, inputs.settings
+    run, spec, settings = inputs.manifest, inputs.spec, inputs.settings
     run_name = inputs.name
     name = serve_name(run_name, current.round)
     existing = inputs.observed.existing_children

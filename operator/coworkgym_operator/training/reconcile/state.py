@@ -11,7 +11,7 @@ from typing import Any
 
 from coworkgym_operator.core.conditions import Cond
 from coworkgym_operator.core.observe import JobObservation
-from coworkgym_operator.core.plan import ReconcilePlan
+from coworkgym_operator.core.plan import ReconcileInputs, ReconcilePlan
 from coworkgym_operator.core.pods import PodStart
 from coworkgym_operator.rollouts.api.types import ResolvedEnvironment
 from coworkgym_operator.training.api.conditions import TrainingReason as R
@@ -119,19 +119,8 @@ class RunState:
         self.failure = Failure(self.status.step, reason, message[:1000])
 
 
-@dataclass(frozen=True)
-class RunInputs:
-    """What one reconcile of a run reads and never changes, handed to each of its steps as
-    one: the run as the controller read it, its spec, what was observed, the settings."""
-
-    run: Manifest
-    spec: TrainingRunSpec
-    observed: TrainingObserved
-    settings: TrainingSettings
-
-    @property
-    def name(self) -> str:
-        return str(self.run["metadata"]["name"])
+# what one reconcile of a run reads (core/plan.py)
+RunInputs = ReconcileInputs[TrainingRunSpec, TrainingObserved, TrainingSettings]
 
 
 def create_once(state: RunState, manifest: Manifest) -> bool:
@@ -149,7 +138,7 @@ def ensure_training_policy(state: RunState, inputs: RunInputs) -> None:
     under us), ahead of the training Job or RayJob it fences."""
     name = training_policy_name(inputs.name)
     if f"NetworkPolicy/{name}" not in inputs.observed.existing_children:
-        create_once(state, training_policy(inputs.run, inputs.settings))
+        create_once(state, training_policy(inputs.manifest, inputs.settings))
 
 
 def training_failed(
