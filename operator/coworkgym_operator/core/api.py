@@ -32,6 +32,10 @@ class Spec(BaseModel):
         alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
     )
 
+    def to_wire(self) -> dict[str, object]:
+        """The spec as it goes on the wire: camelCase, fields that are None left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
 
 def read_spec[M: BaseModel](model: type[M], obj: dict[str, Any]) -> M | str:
     """``obj``'s spec as ``model`` reads it, or, where the models refuse it, why: one

@@ -232,9 +232,6 @@ class RolloutBatchSpec(_Spec):
         description="How the batch's pods run; unset fields = the operator's settings.",
     )
 
-    def to_wire(self) -> dict[str, object]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
 
 # ---- status ------------------------------------------------------------------------------
 class ResolvedEnvironment(_Status):

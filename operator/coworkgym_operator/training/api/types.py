@@ -336,9 +336,6 @@ class TrainingRunSpec(_Spec):
             raise ValueError(BATCH_BELOW_WORKERS)
         return self
 
-    def to_wire(self) -> dict[str, object]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
 
 # ---- status ------------------------------------------------------------------------------
 class Progress(_Status):
