@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from coworkgym_operator.training.api.conditions import TrainingReason as R
 from coworkgym_operator.training.api.types import (
@@ -145,8 +145,7 @@ def _serve(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
     spec, observed, settings = inputs.spec, inputs.observed, inputs.settings
     name = serve_name(inputs.name, current.round)
     _ensure_server(state, inputs, current)
-    serving = observed.serving
-    seen = serving if serving is not None and serving.name == name else None
+    seen = _this_rounds(observed.serving, name)
     state.activity = "serving"
     state.note = f"serving {current.served} (Deployment {name}); waiting for it to be ready"
     if seen is None or not seen.found:
@@ -171,8 +170,7 @@ def _rollout(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
     status = state.status
     name = rollouts_name(inputs.name, current.round, current.attempt)
     current.batch = name
-    batch = observed.round_batch
-    seen = batch if batch is not None and batch.name == name else None
+    seen = _this_rounds(observed.round_batch, name)
     state.activity = "rolling-out"
     state.note = f"RolloutBatch {name} rolls out against {current.endpoint}"
     if seen is None or not seen.found:
@@ -227,8 +225,7 @@ def _train(state: RunState, inputs: RunInputs, current: RoundStatus) -> None:
     status = state.status
     name = round_train_job_name(inputs.name, current.round, current.attempt)
     current.job_name = status.job_name = name
-    observed_job = observed.train_job
-    job = observed_job if observed_job is not None and observed_job.name == name else None
+    job = _this_rounds(observed.train_job, name)
     if job is not None:
         _fold_report(state, current, observed.report)
     ensure_training_policy(state, inputs)
@@ -381,6 +378,17 @@ def _step(state: RunState, current: RoundStatus, to: RoundStep) -> None:
 
 def _event(state: RunState, reason: str, message: str) -> None:
     state.plan.events.append(("Normal", reason, message[:400]))
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def _this_rounds[Seen: _Named](seen: Seen | None, name: str) -> Seen | None:
+    """What the controller observed, if it is the child named ``name`` (it may have read
+    an earlier round's or attempt's, the one the status named when it looked)."""
+    return seen if seen is not None and seen.name == name else None
 
 
 def _which(current: RoundStatus, spec: TrainingRunSpec) -> str:
