@@ -401,6 +401,19 @@ class InboxTriage(TaskFamily):
             (r"\bquot(e|ed|es|ing)\b", r"lines? starting with >"),
         ),
         Trap(
+            "meaning_not_keywords",
+            "(hard) a first message's category is what the customer asks now: a category "
+            "denied, a past event, a forwarded older mail or a signature line does not count",
+            (r"\bnot about\b", r"\bkeywords?\b", r"\bforwarded\b", r"\bin passing\b",
+             r"\bsignatures?\b", r"\bfooters?\b"),
+        ),
+        Trap(
+            "corrected_order",
+            "(hard) a customer corrects the order number of the first message in a later one",
+            (r"\bcorrect(s|ed|ion)\b[^.]*\b(order|number)", r"wrong (order )?number",
+             r"\btypo\b", r"\bmistyped\b"),
+        ),
+        Trap(
             "encoded_bodies",
             "bodies in base64 and quoted-printable: a search of the raw file misses words",
             (r"base ?64", r"quoted-printable", r"\bencod\w*", r"\bdecod\w*"),
@@ -490,6 +503,8 @@ class InboxTriage(TaskFamily):
     def readings(self, inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
         """Which message is a thread's latest: the last sent (by Date, offsets included) or
         the last in the file — they differ on a shuffled export."""
+        if hard_tier.ROTA in inputs:
+            return hard_tier.readings(inputs)
         by_time, by_file = _replies_needed(inputs, by_time=True), _replies_needed(inputs)
         return [
             Reading(
@@ -507,12 +522,6 @@ class InboxTriage(TaskFamily):
 
 def _replies_needed(inputs: Mapping[str, bytes], *, by_time: bool = False) -> dict[str, bool]:
     """Whether each thread waits, its latest message taken by time or by file order."""
-    if hard_tier.ROTA in inputs:  # the hard tier; the export time moves no reply_needed
-        moment = datetime(2026, 1, 1, tzinfo=UTC)
-        threads = hard_tier.hard_triage(
-            inputs[INBOX], inputs[CONTACTS], moment, moment.date(), by_time=by_time
-        )
-        return {root: t.reply_needed for root, t in threads.items()}
     easier = triage(inputs[INBOX], inputs[CONTACTS], by_time=by_time)
     return {root: t.reply_needed for root, t in easier.items()}
 
@@ -591,7 +600,8 @@ def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput
     for) and every row of the handover queue (once asked for), from the final inputs."""
     inputs = built.final_inputs()
     export, closed = hard_tier.final_export(params)
-    threads = hard_tier.hard_triage(inputs[INBOX], inputs[CONTACTS], export, closed)
+    truth = hard_tier.draft_hard(params).truth  # what the texts were written to mean
+    threads = hard_tier.hard_triage(inputs[INBOX], inputs[CONTACTS], export, closed, truth)
     handover = requirement_added(built)
     components: list[Component] = []
     for n, root in enumerate(sorted(threads), start=1):
@@ -602,7 +612,12 @@ def _hard_verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput
             json_value(f"thread_{n:02d}_breached", TRIAGE, f"{pointer}/breached",
                        t.breached, f"{root}: due before the export was taken"),
         ]
-        if t.due is not None:  # a null expected value is no check the engine can run
+        if t.order is not None:  # a null expected value is no check the engine can run
+            components.append(
+                json_value(f"thread_{n:02d}_order", TRIAGE, f"{pointer}/order", t.order,
+                           f"{root}: the order the customer means, as corrected")
+            )
+        if t.due is not None:
             components.append(
                 json_value(f"thread_{n:02d}_due", TRIAGE, f"{pointer}/due", t.due,
                            f"{root}: due by the response targets in service hours")

@@ -57,16 +57,19 @@ from __future__ import annotations
 
 import email
 import email.policy
+import functools
 import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from email.message import EmailMessage
 from email.utils import format_datetime, parsedate_to_datetime
 
 from ..package.assemble import UserTurn
 from ..package.cowork import Signal, UserState
+from . import inbox_triage_texts as texts
+from .base import Reading
 from .common import (
     CHECK_PRELUDE,
     NEVER,
@@ -110,69 +113,15 @@ CUSTOMERS = (  # domain, company, tier, account manager, contact
 )
 ZONES = (OFFICE, UTC, timezone(timedelta(hours=-5)), timezone(timedelta(hours=-8)),
          timezone(timedelta(hours=5, minutes=30)))
-# Openers by category; the *_trap ones carry a lower category's keyword too, so only the
-# policy's precedence classifies them.
-OPENERS = {
-    "security": (
-        ("Suspicious login alerts", "Three staff accounts show sign-ins from abroad "
-         "overnight; we think a password was compromised."),
-    ),
-    "security_trap": (
-        ("Phishing mail about an unpaid invoice", "Several of us received a phishing mail "
-         "asking us to pay an invoice into a new bank account. Two people clicked the link."),
-        ("Possible data breach", "A contractor's laptop with client files was stolen; the "
-         "portal shows an error when we try to revoke his access."),
-    ),
-    "incident": (
-        ("Portal unavailable", "Since 8:00 the customer portal shows an error page for all "
-         "of our staff. Could you look into it?"),
-        ("VPN drops every few minutes", "Our VPN connection has been down repeatedly this "
-         "morning; remote staff cannot work."),
-        ("Backups failing", "Last night's backup job stopped with an error on the file "
-         "server."),
-    ),
-    "incident_trap": (
-        ("Invoice portal down", "The invoice portal is down since this morning; nobody can "
-         "upload the invoices due today."),
-    ),
-    "billing": (
-        ("Question about last month", "The invoice for February lists two licences we "
-         "cancelled in January. Can you check?"),
-        ("Refund for the cancelled course", "We cancelled the March training course in "
-         "time; please confirm the refund."),
-    ),
-    "billing_trap": (
-        ("Access for the finance team", "Please give our finance team access to the "
-         "invoice archive in the portal."),
-    ),
-    "request": (
-        ("New starters on Monday", "Please set up accounts for two new starters joining on "
-         "Monday, with the standard laptop image."),
-        ("Printer on the second floor", "Could you add the new second-floor printer to "
-         "everyone's machines this week?"),
-        ("Shared mailbox", "Please create a shared mailbox for our reception team."),
-        ("Guest Wi-Fi password", "Please change the guest Wi-Fi password before the open "
-         "day next week."),
-    ),
-}
-# every special opener once, the rest drawn: 22 customer threads in all
-OPENER_KINDS = ("security", "security_trap", "incident_trap", "billing_trap", "incident",
-                "billing", "request")
-THREADS = 22
-# every special shape once: a quoted "resolved", an auto-reply, escalations, a resolution
-SHAPES = ("quoted", "auto", "chased_twice", "nudged", "resolved", "chased", "answered",
-          "alone", "alone")
-FOLLOW_UPS = (
-    "Any news on this? It is still affecting us.",
-    "Adding a screenshot from this morning, in case it helps.",
-    "Could someone call me about this today?",
-)
-SECOND_CHASE = "This is now urgent for us; please reply today."
-RESOLVED = "Never mind, it works again on our side. Resolved, thanks."
-STAFF_REPLY = "Thanks, we are on it and will update you shortly."
-STAFF_FIX = "We have restarted the service; this should be resolved now."
-NOT_FIXED = "Unfortunately not, it still fails for everyone."
-OUT_OF_OFFICE = "I am out of the office until Monday and will read your message then."
+THREADS = 56  # customer threads; three newsletters besides
+# every special shape at least once, the rest drawn: a quoted "should be resolved", an
+# auto-reply, escalations, customers closing the matter
+SHAPES = ("quoted", "auto", "chased_twice", "nudged", "resolved", "resolved", "resolved",
+          "chased", "chased", "answered", "answered", "alone", "alone", "alone")
+DRAWN_SHAPES = ("alone", "answered", "chased", "nudged", "resolved", "chased_twice", "quoted")
+CATEGORY_TRAPS = ("denial", "past", "forwarded", "signature")
+ORDER_TRAPS = ("earlier", "signature", "forwarded")
+CORRECTED = 5  # first messages whose order number a later message corrects
 NEWSLETTERS = (
     ("Cloud Weekly <news@cloudweekly.example>", "Cloud Weekly: the outage that wasn't",
      "This week: a regional outage, an error budget primer, and a down-to-earth guide to "
@@ -182,7 +131,25 @@ NEWSLETTERS = (
     ("Vendor Billing <billing@vendorhub.example>", "Your vendor portal statement",
      "Your payment is due; download the invoice from the portal."),
 )
+SUBJECTS = {  # a subject says little: the customer's text decides the category
+    "security": ("Urgent: accounts", "Something odd on our side", "Please help today"),
+    "incident": ("Urgent: please help", "Problem this morning", "Something odd on our side"),
+    "refund": ("Order question", "About our order", "Quick question"),
+    "billing": ("Order question", "About our order", "Quick question"),
+    "request": ("Small request", "About our order", "Quick question"),
+}
 CLOSED_REASON = "team training day"
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What a message means, the truth its text is written from: the category of a
+    thread's first message, the order number a message gives (a first message's or a
+    correction's), and whether a customer closes the matter in it."""
+
+    category: str = ""
+    order: str = ""
+    closes: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,6 +166,7 @@ class Mail:
     auto: bool = False
     encoding: str = "7bit"  # of the text/plain part
     html: bool = False  # also an HTML alternative
+    meaning: Meaning = Meaning()  # the hard tier's truth; the text is written from it
 
 
 @dataclass(frozen=True)
@@ -214,6 +182,7 @@ class Clock:
 class Thread:
     root: str
     category: str
+    order: str | None  # the order the customer's concern is about, corrected if they did
     priority: str
     reply_needed: bool
     due: str | None  # UTC, ISO with Z
@@ -235,6 +204,7 @@ def mbox(mails: Sequence[Mail]) -> bytes:
     return b"".join(_entry(m) for m in mails)
 
 
+@functools.lru_cache(maxsize=4096)  # a draft writes each message into several exports
 def _entry(mail: Mail) -> bytes:
     message = EmailMessage(policy=email.policy.SMTP)
     message["From"] = mail.sender
@@ -285,22 +255,9 @@ def plain_text(message: email.message.Message) -> str:
     return ""
 
 
-def _words(text: str) -> set[str]:
-    return set("".join(c if c.isalnum() else " " for c in text.lower()).split())
-
-
-def _category(first: email.message.Message) -> str:
-    if first.get("List-Unsubscribe"):
-        return "newsletter"
-    words = _words(f"{first['Subject']} {plain_text(first)}")
-    for category, keywords in (
-        ("security", {"phishing", "breach", "compromised"}),
-        ("incident", {"error", "down", "outage"}),
-        ("billing", {"invoice", "payment", "refund"}),
-    ):
-        if words & keywords:
-            return category
-    return "request"
+def truth_of(mails: Sequence[Mail]) -> dict[str, Meaning]:
+    """Each message's meaning by Message-ID (the messages that carry one)."""
+    return {m.id: m.meaning for m in mails if m.meaning != Meaning()}
 
 
 def _automatic(message: email.message.Message) -> bool:
@@ -343,13 +300,11 @@ def utc_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def hard_triage(
-    inbox: bytes, contacts: bytes, export: datetime, closed: date, *, by_time: bool = True
-) -> dict[str, Thread]:
-    """Threads by root Message-ID, triaged by the hard policy; ``by_time=False`` takes a
-    thread's latest message to be its last in the file (a reading the instruction rules
-    out)."""
-    accounts = current_accounts(contacts)
+def thread_messages(inbox: bytes, *, by_time: bool = True
+                    ) -> dict[str, list[email.message.Message]]:
+    """Each thread's messages by its root Message-ID: a message exported twice once,
+    automatic replies left out, in the order they were sent (``by_time=False``: in file
+    order, a reading the instruction rules out)."""
     messages: dict[str, tuple[int, email.message.Message]] = {}
     for position, message in enumerate(_parse_mbox(inbox)):
         messages.setdefault(str(message["Message-ID"]).strip(), (position, message))
@@ -359,44 +314,81 @@ def hard_triage(
         root = refs[0] if refs and refs[0] in messages else mid
         if not _automatic(message):
             threads.setdefault(root, []).append((position, message))
-    out = {}
-    for root, items in threads.items():
+    for items in threads.values():
         if by_time:
             items.sort(key=lambda pm: parsedate_to_datetime(str(pm[1]["Date"])))
-        else:  # the reading the instruction rules out: the thread in file order
+        else:
             items.sort(key=lambda pm: pm[0])
-        first, last = items[0][1], items[-1][1]
-        category = _category(first)
+    return {root: [m for _p, m in items] for root, items in threads.items()}
+
+
+def readings(inputs: Mapping[str, bytes]) -> list[Reading]:
+    """Which message is a thread's latest — the last sent (by Date, offsets included) or the
+    last in the file — decides the reply's In-Reply-To (checked by ``reply_drafts``), and
+    whether the thread waits at all."""
+    by_time = thread_messages(inputs[INBOX])
+    by_file = thread_messages(inputs[INBOX], by_time=False)
+    return [
+        Reading(
+            component="reply_drafts",
+            subject="latest message",
+            values={"by time": str(by_time[root][-1]["Message-ID"]).strip(),
+                    "by file order": str(by_file[root][-1]["Message-ID"]).strip()},
+            phrases={
+                "by time": r"latest message[^.]*\bby (its|the) `?Date",
+                "by file order": r"latest message is the (one|message) last in the file",
+            },
+        )
+        for root in sorted(by_time)
+    ]
+
+
+def hard_triage(
+    inbox: bytes,
+    contacts: bytes,
+    export: datetime,
+    closed: date,
+    truth: Mapping[str, Meaning],
+    *,
+    by_time: bool = True,
+) -> dict[str, Thread]:
+    """Threads by root Message-ID, triaged by the hard policy; what the customers mean
+    (category, order, closing the matter) comes from ``truth``, the structure the texts
+    were written from. ``by_time=False`` takes a thread's latest message to be its last in
+    the file (a reading the instruction rules out)."""
+    accounts = current_accounts(contacts)
+    out = {}
+    for root, items in thread_messages(inbox, by_time=by_time).items():
+        first, last = items[0], items[-1]
+        newsletter = bool(first.get("List-Unsubscribe"))
+        category = "newsletter" if newsletter else truth[root].category
+        ids = [str(m["Message-ID"]).strip() for m in items]
+        orders = [truth[i].order for i in ids if i in truth and truth[i].order]
         domain = _address(first["From"]).split("@")[1]
         account = accounts.get(domain, {})
         tier = account.get("tier", "standard")
-        ours = [n for n, (_p, m) in enumerate(items) if _address(m["From"]) == US]
+        ours = [n for n, m in enumerate(items) if _address(m["From"]) == US]
         since = items[ours[-1] + 1 :] if ours else items
-        quoted = "\n".join(
-            line for line in plain_text(last).splitlines() if not line.lstrip().startswith(">")
-        )
-        needed = (
-            category != "newsletter"
-            and _address(last["From"]) != US
-            and "resolved" not in _words(quoted)
-        )
+        closes = ids[-1] in truth and truth[ids[-1]].closes
+        needed = not newsletter and _address(last["From"]) != US and not closes
         priority, due, breached = "none", None, False
         if needed:
             priority = _priority(category, tier, chased=len(since) >= 2)
-            waiting = parsedate_to_datetime(str(since[0][1]["Date"]))
+            waiting = parsedate_to_datetime(str(since[0]["Date"]))
             moment = business_due(waiting, TARGET_HOURS[priority], closed)
             due, breached = utc_text(moment), moment < export
         subject = str(first["Subject"])
         out[root] = Thread(
             root=root,
             category=category,
+            order=orders[-1] if orders else None,
             priority=priority,
             reply_needed=needed,
             due=due,
             breached=breached,
-            last=str(last["Message-ID"]).strip(),
+            last=ids[-1],
             reply_to=_address(last.get("Reply-To") or last["From"]),
-            references=tuple(str(m["Message-ID"]).strip() for _p, m in items),
+            references=tuple(ids),
             subject=subject if subject.lower().startswith("re:") else f"Re: {subject}",
             tier=tier,
             manager=account.get("account_manager", ""),
@@ -456,15 +448,45 @@ class _Ids:
         return f"<{self.serial}.{self.rng.randint(100, 999)}@mail.example>"
 
 
-def _reply(thread: Sequence[Mail], sender: str, sent: datetime, body: str, new_id: str,
-           *, subject: str = "", reply_to: str = "", style: tuple[str, bool] = ("7bit", False),
+@dataclass(frozen=True)
+class _Writer:
+    """Who writes a thread's customer messages, and how their mail client writes them."""
+
+    name: str
+    company: str
+    domain: str
+    zone: tzinfo
+    reply_to: str = ""
+
+    @property
+    def sender(self) -> str:
+        return f"{self.name} <{self.name.split()[0].lower()}@{self.domain}>"
+
+
+OUR_DESK = _Writer("Northwind IT support", "Northwind IT", "northwind-it.example", OFFICE)
+
+
+def _reply(thread: Sequence[Mail], writer: _Writer, sent: datetime, text: str, new_id: str,
+           rng: random.Random, *, sender: str = "", subject: str = "",
+           style: tuple[str, bool] = ("7bit", False), meaning: Meaning = Meaning(),
            auto: bool = False) -> Mail:
-    first = thread[0]
+    """A reply to the thread's latest message, quoting it below its own text."""
+    previous = thread[-1]
+    body = text if auto else texts.reply_body(
+        rng, text, writer.name, writer.company, writer.domain, previous.body, previous.sender,
+        staff=writer.domain == OUR_DESK.domain)
     return Mail(
-        new_id, sender, sent, subject or f"Re: {first.subject}", f"Hello,\n\n{body}\n",
-        in_reply_to=thread[-1].id, references=tuple(m.id for m in thread),
-        reply_to=reply_to, auto=auto, encoding=style[0], html=style[1],
+        new_id, sender or writer.sender, sent, subject or f"Re: {thread[0].subject}", body,
+        in_reply_to=previous.id, references=tuple(m.id for m in thread),
+        reply_to="" if auto or sender else writer.reply_to, auto=auto, encoding=style[0],
+        html=style[1], meaning=meaning,
     )
+
+
+def _staff(thread: Sequence[Mail], name: str, sent: datetime, text: str, new_id: str,
+           rng: random.Random) -> Mail:
+    writer = replace(OUR_DESK, name=name)
+    return _reply(thread, writer, sent, text, new_id, rng, sender=f"{name} <{US}>")
 
 
 def _style(rng: random.Random) -> tuple[str, bool]:
@@ -472,58 +494,78 @@ def _style(rng: random.Random) -> tuple[str, bool]:
     return rng.choice(("7bit", "quoted-printable", "base64")), rng.random() < 0.4
 
 
+def _dealt(rng: random.Random, required: Sequence[str], drawn: Sequence[str],
+           count: int) -> list[str]:
+    """``required`` once each, the rest drawn from ``drawn``, shuffled."""
+    out = list(required) + [rng.choice(drawn) for _ in range(count - len(required))]
+    rng.shuffle(out)
+    return out
+
+
 def first_inbox(params: FamilyParams, when: Clock) -> list[Mail]:
+    """The morning's export: THREADS customer threads, each written from its truth (a
+    category, an order, maybe a corrected number, a shape), and the newsletters."""
     rng = params.rng("hard-inbox")
     ids = _Ids(rng, rng.randint(1000, 8000))
     customers = list(CUSTOMERS)
     rng.shuffle(customers)
     zone_of = {c[0]: ZONES[rng.randrange(len(ZONES))] for c in customers}
     replies_to = {c[0]: f"helpdesk@{c[0]}" for c in customers[:3]}  # their client sets one
-    kinds = list(OPENER_KINDS) + [rng.choice(("incident", "billing", "request", "request"))
-                                  for _ in range(THREADS - len(OPENER_KINDS))]
-    shapes = list(SHAPES) + [rng.choice(("alone", "answered", "chased", "nudged", "resolved"))
-                             for _ in range(THREADS - len(SHAPES))]
-    rng.shuffle(kinds)
-    rng.shuffle(shapes)
+    kinds = _dealt(rng, texts.CATEGORIES * 6, texts.CATEGORIES, THREADS)
+    shapes = _dealt(rng, SHAPES, DRAWN_SHAPES, THREADS)
+    category_traps = _dealt(rng, CATEGORY_TRAPS * 6, (*CATEGORY_TRAPS, "", ""), THREADS)
+    order_traps = _dealt(rng, ORDER_TRAPS * 3, ("", "", "", *ORDER_TRAPS), THREADS)
+    numbers = [f"NW-{n}" for n in rng.sample(range(10000, 99999), 3 * THREADS + 8)]
+    can_correct = [n for n in range(THREADS) if shapes[n] in ("alone", "answered", "chased")]
+    corrected = set(rng.sample(can_correct, min(CORRECTED, len(can_correct))))
     mails: list[Mail] = []
     for n in range(THREADS):
-        domain, _company, _tier, _manager, contact = customers[n % len(customers)]
-        zone, reply_to = zone_of[domain], replies_to.get(domain, "")
-        subject, text = rng.choice(OPENERS[kinds[n]])
-        sender = f"{contact} <{contact.split()[0].lower()}@{domain}>"
-        start = when.first - timedelta(hours=rng.randint(1, 36),
-                                       minutes=rng.choice((0, 7, 23, 41)))
+        domain, company, _tier, _manager, contact = customers[n % len(customers)]
+        writer = _Writer(contact, company, domain, zone_of[domain], replies_to.get(domain, ""))
+        order, other, wrong = numbers[3 * n : 3 * n + 3]
+        stated = wrong if n in corrected else order
+        body = texts.first_body(
+            rng, category=kinds[n], order=stated, contact=contact, company=company,
+            domain=domain, category_trap=category_traps[n], other=other,
+            order_trap=order_traps[n])
+        start = when.first - timedelta(hours=rng.randint(1, 40),
+                                       minutes=rng.choice((0, 7, 23, 41, 52)))
         encoding, html = _style(rng)
-        thread = [Mail(ids(), sender, start.astimezone(zone), subject,
-                       f"Hello,\n\n{text}\n\n{contact}", reply_to=reply_to,
-                       encoding=encoding, html=html)]
+        thread = [Mail(ids(), writer.sender, start.astimezone(writer.zone),
+                       rng.choice(SUBJECTS[kinds[n]]), body, reply_to=writer.reply_to,
+                       encoding=encoding, html=html,
+                       meaning=Meaning(category=kinds[n], order=stated))]
         shape = shapes[n]
 
-        def after(low: int, high: int, to: timezone = zone, chain: list[Mail] = thread) -> datetime:
+        def after(low: int, high: int, to: tzinfo = writer.zone,
+                  chain: list[Mail] = thread) -> datetime:
             """Some minutes after the thread's latest message, in the zone ``to``."""
             return (chain[-1].sent + timedelta(minutes=rng.randint(low, high))).astimezone(to)
 
+        if n in corrected:
+            text = rng.choice(texts.CORRECTIONS).format(new=order, old=wrong)
+            thread.append(_reply(thread, writer, after(5, 50), text, ids(), rng,
+                                 style=_style(rng), meaning=Meaning(order=order)))
         if shape in ("answered", "chased", "chased_twice", "resolved", "quoted", "auto"):
-            staff = f"{rng.choice(STAFF[:2])} <{US}>"
-            body = STAFF_FIX if shape == "quoted" else STAFF_REPLY
-            thread.append(_reply(thread, staff, after(60, 240, OFFICE), body, ids()))
+            text = texts.STAFF_FIX if shape == "quoted" else rng.choice(texts.STAFF_REPLIES)
+            thread.append(_staff(thread, rng.choice(STAFF[:2]), after(60, 240, OFFICE), text,
+                                 ids(), rng))
         if shape in ("chased", "chased_twice", "nudged"):
-            changed = "Still not fixed" if rng.random() < 0.5 else ""
-            thread.append(_reply(thread, sender, after(60, 180), rng.choice(FOLLOW_UPS), ids(),
-                                 subject=changed, reply_to=reply_to, style=_style(rng)))
+            subject = "Still not fixed" if rng.random() < 0.3 else ""
+            thread.append(_reply(thread, writer, after(60, 180), rng.choice(texts.FOLLOW_UPS),
+                                 ids(), rng, subject=subject, style=_style(rng)))
         if shape == "chased_twice":
-            thread.append(_reply(thread, sender, after(60, 180), SECOND_CHASE, ids(),
-                                 reply_to=reply_to, style=_style(rng)))
+            thread.append(_reply(thread, writer, after(60, 180),
+                                 rng.choice(texts.SECOND_CHASES), ids(), rng, style=_style(rng)))
         if shape == "resolved":
-            thread.append(_reply(thread, sender, after(20, 120), RESOLVED, ids(),
-                                 reply_to=reply_to, style=("base64", False)))
+            thread.append(_reply(thread, writer, after(20, 120), rng.choice(texts.CLOSINGS),
+                                 ids(), rng, style=_style(rng), meaning=Meaning(closes=True)))
         if shape == "quoted":
-            body = f"{NOT_FIXED}\n\n{contact}\n\n> {STAFF_FIX}"
-            thread.append(_reply(thread, sender, after(20, 120), body, ids(),
-                                 reply_to=reply_to, style=("quoted-printable", False)))
+            thread.append(_reply(thread, writer, after(20, 120), texts.NOT_FIXED, ids(), rng,
+                                 style=("quoted-printable", False)))
         if shape == "auto":
-            thread.append(_reply(thread, sender, after(1, 30), OUT_OF_OFFICE, ids(),
-                                 subject=f"Automatic reply: {subject}", auto=True))
+            thread.append(_reply(thread, writer, after(1, 30), texts.OUT_OF_OFFICE, ids(), rng,
+                                 subject=f"Automatic reply: {thread[0].subject}", auto=True))
         overshoot = thread[-1].sent - (when.first - timedelta(minutes=20))
         if overshoot > timedelta(0):  # everything sent before the export
             thread = [replace(m, sent=m.sent - overshoot - timedelta(hours=1)) for m in thread]
@@ -539,44 +581,67 @@ def first_inbox(params: FamilyParams, when: Clock) -> list[Mail]:
 def later_inbox(
     mails: Sequence[Mail], when: Clock, contacts: bytes, upgraded: str, params: FamilyParams
 ) -> list[Mail]:
-    """The afternoon's export: a waiting thread resolved (base64), one chased again, one
-    answered by a colleague, an auto-reply on an answered thread, a new incident."""
+    """The afternoon's export: a waiting thread closed by its customer, one chased again,
+    one whose order the customer corrects, one answered by a colleague, an auto-reply on an
+    answered thread, a new thread."""
     rng = params.rng("hard-later")
     ids = _Ids(rng, rng.randint(90000, 99000))
-    threads = hard_triage(mbox(mails), contacts, when.first, when.closed)
+    threads = hard_triage(mbox(mails), contacts, when.first, when.closed, truth_of(mails))
     by_id = {m.id: m for m in mails}
     spare = sorted(r for r, t in threads.items() if t.reply_needed and t.domain != upgraded)
     rng.shuffle(spare)
     single = [r for r in spare if len(threads[r].references) == 1]
     chased = single[0] if single else spare[0]
-    resolved, answered = [r for r in spare if r != chased][:2]
+    uncorrected = [r for r in spare if r != chased and by_id[r].meaning.order == threads[r].order]
+    corrected = uncorrected[0]
+    closed, answered = [r for r in spare if r not in (chased, corrected)][:2]
     new: list[Mail] = []
-    # three messages and an auto-reply between the two exports, the last by 14:35 when the
+    # four messages and an auto-reply between the two exports, the last by 14:35 when the
     # later export is taken at 15:00: an export holds nothing sent after it was taken
     stamp = when.first + timedelta(minutes=30)
-    for root, kind in ((resolved, "resolved"), (chased, "chased"), (answered, "answered")):
+    numbers = iter(f"NW-{n}" for n in rng.sample(range(10000, 99999), 4))
+    for root, kind in ((closed, "closed"), (chased, "chased"), (corrected, "corrected"),
+                       (answered, "answered")):
         chain = [by_id[i] for i in threads[root].references]
         customer = chain[0]
-        stamp += timedelta(minutes=rng.randint(15, 40))
+        writer = _Writer(customer.sender.split(" <")[0], threads[root].company,
+                         threads[root].domain, customer.sent.tzinfo or OFFICE,
+                         customer.reply_to)
+        stamp += timedelta(minutes=rng.randint(10, 30))
         if kind == "answered":
-            new.append(_reply(chain, f"{STAFF[2]} <{US}>", stamp, STAFF_REPLY, ids()))
+            new.append(_staff(chain, STAFF[2], stamp, rng.choice(texts.STAFF_REPLIES), ids(),
+                              rng))
             continue
-        text = RESOLVED if kind == "resolved" else SECOND_CHASE
-        style = ("base64", False) if kind == "resolved" else ("7bit", False)
-        new.append(_reply(chain, customer.sender, stamp.astimezone(customer.sent.tzinfo), text,
-                          ids(), reply_to=customer.reply_to, style=style))
+        meaning, style = Meaning(), ("7bit", False)
+        if kind == "closed":
+            text, meaning, style = rng.choice(texts.CLOSINGS), Meaning(closes=True), (
+                "base64", False)
+        elif kind == "chased":
+            text = rng.choice(texts.SECOND_CHASES)
+        else:
+            right = next(numbers)
+            text = rng.choice(texts.CORRECTIONS).format(new=right, old=threads[root].order)
+            meaning = Meaning(order=right)
+        new.append(_reply(chain, writer, stamp.astimezone(writer.zone), text, ids(), rng,
+                          style=style, meaning=meaning))
     quiet = sorted(r for r, t in threads.items() if not t.reply_needed and
                    t.category != "newsletter" and t.last != r)
     if quiet:
         chain = [by_id[i] for i in threads[rng.choice(quiet)].references]
-        new.append(_reply(chain, chain[0].sender, stamp + timedelta(minutes=5), OUT_OF_OFFICE,
-                          ids(), subject=f"Automatic reply: {chain[0].subject}", auto=True))
-    domain, _c, _t, _m, contact = next(c for c in CUSTOMERS if c[2] == "standard"
-                                       and c[0] != upgraded)
-    subject, text = OPENERS["incident"][rng.randrange(len(OPENERS["incident"]))]
+        writer = _Writer(chain[0].sender.split(" <")[0], "", "", OFFICE)
+        new.append(_reply(chain, writer, stamp + timedelta(minutes=5), texts.OUT_OF_OFFICE,
+                          ids(), rng, sender=chain[0].sender,
+                          subject=f"Automatic reply: {chain[0].subject}", auto=True))
+    domain, company, _t, _m, contact = next(c for c in CUSTOMERS if c[2] == "standard"
+                                            and c[0] != upgraded)
+    category = rng.choice(texts.CATEGORIES)
+    order, other = next(numbers), next(numbers)
+    body = texts.first_body(rng, category=category, order=order, contact=contact,
+                            company=company, domain=domain, category_trap="forwarded",
+                            other=other, order_trap="")
     new.append(Mail(ids(), f"{contact} <{contact.split()[0].lower()}@{domain}>",
-                    when.later - timedelta(minutes=35), f"URGENT: {subject}",
-                    f"Hello,\n\n{text}\n\n{contact}", encoding="base64"))
+                    when.later - timedelta(minutes=35), rng.choice(SUBJECTS[category]), body,
+                    encoding="base64", meaning=Meaning(category=category, order=order)))
     exported = [*mails, *new]
     rng.shuffle(exported)
     return exported
@@ -637,21 +702,23 @@ class HardDraft:
     solve_sh: str
     user: UserState
     queue_from: int  # the turn from which the queue and the Cc are asked for
+    truth: dict[str, Meaning]  # what every message means, by Message-ID (never shown)
 
 
 def draft_hard(params: FamilyParams) -> HardDraft:
     when = clock(params)
     mails = first_inbox(params, when)
     plain = write_csv(_contact_rows(), CONTACT_COLUMNS)
-    first = hard_triage(mbox(mails), plain, when.first, when.closed)
+    first = hard_triage(mbox(mails), plain, when.first, when.closed, truth_of(mails))
     kinds = ["requirement_changed", "input_replaced"][: params.turns - 1]
     queue_from = 1 + kinds.index("requirement_changed") if "requirement_changed" in kinds else NEVER
     export_from = 1 + kinds.index("input_replaced") if "input_replaced" in kinds else NEVER
     picks = params.rng("hard-picks")
     upgraded = _pick(first, "standard", picks)
     later = later_inbox(mails, when, plain, upgraded, params)
-    final = hard_triage(mbox(later), plain, when.later, when.closed) if export_from != NEVER \
-        else first
+    truth = truth_of(later)  # the later export holds every message of the first
+    final = hard_triage(mbox(later), plain, when.later, when.closed, truth) \
+        if export_from != NEVER else first
     # a gold customer that waits at the start and at the end: its stale row moves a
     # priority, a due time and the Cc of a draft in every turn
     waiting_gold = {t.domain for t in first.values() if t.reply_needed and t.tier == "gold"}
@@ -683,8 +750,10 @@ def draft_hard(params: FamilyParams) -> HardDraft:
     solve = solve.replace("__CLOSED__", when.closed.isoformat())
     solve = solve.replace("__QUEUE_FROM_TURN__", str(queue_from))
     solve = solve.replace("__EXPORT_FROM_TURN__", str(export_from))
+    solve = solve.replace("__TRUTH__", json.dumps(
+        {mid: [m.category, m.order, m.closes] for mid, m in sorted(truth.items())}))
     return HardDraft(workspace, turns, instruction(when, queue=queue_from != NEVER), solve,
-                     user(), queue_from)
+                     user(), queue_from, truth)
 
 
 def final_export(params: FamilyParams) -> tuple[datetime, date]:
@@ -717,24 +786,38 @@ Automatic replies (messages with an `Auto-Submitted` header whose value is not `
 ignored entirely: they count as no message of the thread for any rule below, and a reply
 does not reference them. A message's text is its `text/plain` part, decoded.
 
-## Category (from the thread's first message: its subject and text)
-Apply the first rule that matches (whole words, any case):
-1. `newsletter`: the message has a `List-Unsubscribe` header;
-2. `security`: it contains "phishing", "breach" or "compromised";
-3. `incident`: it contains "error", "down" or "outage";
-4. `billing`: it contains "invoice", "payment" or "refund";
-5. `request`: anything else.
+## Category (what the customer asks of us in the thread's first message)
+Read what the customer wants from us now; every first message asks one thing, stated
+plainly. Words alone do not decide it: a category the customer says the message is *not*
+about, something that happened before and is mentioned in passing, an older mail forwarded
+below the new question, and a signature do not count.
+- `newsletter`: the message has a `List-Unsubscribe` header;
+- `security`: they report a suspected compromise: a phishing mail someone fell for, sign-ins
+  or accounts they do not recognise, a stolen device, data shared or taken by someone else;
+- `incident`: something we run or support for them is not working now;
+- `refund`: they want money back (a refund, a charge paid back, a credit of what they paid);
+- `billing`: a question about, or a correction of, an invoice or a payment, without asking
+  for money back;
+- `request`: they ask for a change or something new (accounts, access, set-up, a visit).
+
+## Order
+Every customer's first message names the order its concern is about (`NW-` and five
+digits). When the customer corrects that number in a later message of the thread, the
+corrected number is the thread's order. Other numbers (an earlier order mentioned in passing,
+a customer account in a signature, a forwarded older mail's order) are not.
 
 ## Waiting for a reply
 A thread waits for a reply unless it is a newsletter, its latest message was sent by us
-({US}), or the text of its latest message contains the word "resolved" outside quoted
-lines (lines starting with `>` quote an earlier message and do not count).
+({US}), or in its latest message the customer tells us they need nothing more from us on
+this matter (it works again, they sorted it out, we may close it). Quoted lines (starting
+with `>`, below "… wrote:") repeat an earlier message and do not count; a customer who
+asks whether it is resolved, or says it is still not fixed, still waits.
 
 ## Priority
 Only threads waiting for a reply have one; the others have priority `none`.
 - `P1`: a security thread (any customer), or an incident from a gold customer;
-- `P2`: an incident from a standard customer, or a billing or request thread from a gold
-  customer;
+- `P2`: an incident from a standard customer, or a refund, billing or request thread from
+  a gold customer;
 - `P3`: every other waiting thread.
 A customer's tier comes from `contacts.csv` by the domain of the first message's sender;
 a domain not listed there is a standard customer.
@@ -785,8 +868,9 @@ one last in the file.
 
 Create:
 1. `{TRIAGE}`: {{"threads": {{"<Message-ID of the thread's first message>": {{"category":
-   …, "priority": "P1"|"P2"|"P3"|"none", "reply_needed": true|false, "due":
-   "YYYY-MM-DDTHH:MM:SSZ" or null, "breached": true|false}}, …}}}}, one entry per thread,
+   …, "order": "NW-…" or null (a newsletter), "priority": "P1"|"P2"|"P3"|"none",
+   "reply_needed": true|false, "due": "YYYY-MM-DDTHH:MM:SSZ" or null, "breached":
+   true|false}}, …}}}}, one entry per thread,
    the key written exactly as the `Message-ID` header (angle brackets included); `due` is
    the time a reply is due by the policy's response targets, in UTC, null for a thread
    that waits for nothing (whose `breached` is false).
@@ -846,10 +930,10 @@ def user() -> UserState:
 # ---- the reference solution ---------------------------------------------------------------
 
 SOLVE = python_solution(
-    "thread the mbox, triage each thread by the policy (service hours 08:00-18:00, the "
-    "contact row updated last: the user's answers), draft the replies, write the handover "
-    "queue.",
-    r"""import csv, json, mailbox, os, re
+    "thread the mbox, read what each customer means (category, order, closing the matter: "
+    "known here), triage each thread by the policy (service hours 08:00-18:00, the contact "
+    "row updated last: the user's answers), draft the replies, write the handover queue.",
+    r"""import csv, json, mailbox, os
 from datetime import date, datetime, timedelta, timezone
 from email.message import EmailMessage
 from email.utils import getaddresses, parsedate_to_datetime
@@ -861,6 +945,8 @@ export = datetime.fromisoformat(
 closed = date.fromisoformat("__CLOSED__")
 office = timezone(timedelta(hours=1))
 US = "support@northwind-it.example"
+# what each message means (category, order given, closes the matter), as read by a person
+TRUTH = json.loads(r'''__TRUTH__''')
 
 contacts = {}
 for r in csv.DictReader(open("contacts.csv", newline="")):
@@ -871,12 +957,6 @@ rota = {r["date"]: r for r in csv.DictReader(open("rota.csv", newline=""))}
 def addr(value):
     found = getaddresses([value or ""])
     return found[0][1].lower() if found else ""
-
-def text(m):
-    for part in m.walk():
-        if part.get_content_type() == "text/plain":
-            return part.get_payload(decode=True).decode(part.get_content_charset() or "utf-8")
-    return ""
 
 messages = {}
 for m in mailbox.mbox("inbox.mbox"):
@@ -903,8 +983,6 @@ def due_after(start, hours):
         left -= closes - t
         t = opens + timedelta(days=1)
 
-KEYWORDS = [("security", "phishing|breach|compromised"), ("incident", "error|down|outage"),
-            ("billing", "invoice|payment|refund")]
 result, queue = {}, []
 if os.path.exists("drafts.mbox"):
     os.remove("drafts.mbox")
@@ -912,22 +990,15 @@ drafts = mailbox.mbox("drafts.mbox")
 for rid, msgs in sorted(threads.items()):
     msgs.sort(key=lambda m: parsedate_to_datetime(m["Date"]))
     first, last = msgs[0], msgs[-1]
-    words = (first["Subject"] + " " + text(first)).lower()
-    category = "request"
-    if first["List-Unsubscribe"]:
-        category = "newsletter"
-    else:
-        for name, pattern in KEYWORDS:
-            if re.search(r"\b(" + pattern + r")\b", words):
-                category = name
-                break
+    ids = [m["Message-ID"].strip() for m in msgs]
+    category = "newsletter" if first["List-Unsubscribe"] else TRUTH[rid][0]
+    orders = [TRUTH[i][1] for i in ids if i in TRUTH and TRUTH[i][1]]
     contact = contacts.get(addr(first["From"]).split("@")[1], {})
     gold = contact.get("tier") == "gold"
-    unquoted = "\n".join(l for l in text(last).splitlines() if not l.lstrip().startswith(">"))
-    needs = (category != "newsletter" and addr(last["From"]) != US
-             and not re.search(r"\bresolved\b", unquoted.lower()))
-    entry = {"category": category, "priority": "none", "reply_needed": needs, "due": None,
-             "breached": False}
+    closes = ids[-1] in TRUTH and TRUTH[ids[-1]][2]
+    needs = category != "newsletter" and addr(last["From"]) != US and not closes
+    entry = {"category": category, "order": orders[-1] if orders else None,
+             "priority": "none", "reply_needed": needs, "due": None, "breached": False}
     if needs:
         ours = [n for n, m in enumerate(msgs) if addr(m["From"]) == US]
         since = msgs[ours[-1] + 1:] if ours else msgs

@@ -5,7 +5,9 @@ instruction or the policy, or answered by the user when asked, never given away.
 from __future__ import annotations
 
 import csv
+import email.message
 import io
+import itertools
 import json
 import re
 import time
@@ -16,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from coworkgym.families import inbox_triage_hard as hard
+from coworkgym.families import inbox_triage_texts as texts
 from coworkgym.families.base import FamilyParams, parse_csv
 from coworkgym.families.inbox_triage import DRAFTS, TRIAGE, InboxTriage
+from coworkgym.llm.tools import MAX_TOOL_OUTPUT
 from coworkgym.rollout.user import ScriptedVoice, VoiceContext, matches
 from tests.unit.test_families_meeting_notes import built_of, reward, run_reference
 
@@ -32,7 +36,8 @@ def _draft(seed: int, turns: int = 3) -> hard.HardDraft:
 def _triage(files: dict[str, bytes], export_at: str, seed: int) -> dict[str, hard.Thread]:
     when = hard.clock(FamilyParams(seed=seed, difficulty="hard"))
     export = when.first if export_at == "first" else when.later
-    return hard.hard_triage(files[hard.INBOX], files[hard.CONTACTS], export, when.closed)
+    truth = _draft(seed).truth
+    return hard.hard_triage(files[hard.INBOX], files[hard.CONTACTS], export, when.closed, truth)
 
 
 def _final_files(seed: int) -> dict[str, bytes]:
@@ -54,27 +59,29 @@ def test_drafts_are_deterministic_fast_and_too_large_to_eyeball(seed: int) -> No
     assert a.workspace == b.workspace and a.instruction == b.instruction
     assert [t.files for t in a.turns] == [t.files for t in b.turns]
     threads = _triage(a.workspace, "first", seed)
-    assert len(threads) >= 25 and len(hard._parse_mbox(a.workspace[hard.INBOX])) >= 50
+    messages = hard._parse_mbox(a.workspace[hard.INBOX])
+    assert 45 <= len(threads) <= 60 and len(messages) >= 120
     assert set(a.workspace) == {hard.INBOX, hard.CONTACTS, hard.POLICY, hard.ROTA}
+    # what a reader must see, decoded, is far more than one tool result shows
+    assert sum(len(hard.plain_text(m)) for m in messages) > 10 * MAX_TOOL_OUTPUT
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_mail_must_be_decoded_and_read_by_the_policy(seed: int) -> None:
-    """A resolution hides in a base64 body; a quoted "resolved" keeps a thread waiting; an
-    out-of-office reply is no latest message; a message exported twice counts once; a
-    chased thread goes up a priority; the reply goes to Reply-To."""
+def test_the_mail_must_be_decoded_and_threaded_by_the_policy(seed: int) -> None:
+    """Bodies in base64 and quoted-printable; a quoted "should be resolved" keeps a thread
+    waiting; an out-of-office reply is no latest message; a message exported twice counts
+    once; a chased thread goes up a priority; the reply goes to Reply-To."""
     files = _draft(seed).workspace
     raw = files[hard.INBOX]
     messages = hard._parse_mbox(raw)
     threads = _triage(files, "first", seed)
-    assert b"Resolved, thanks" not in raw  # encoded: a search of the raw file misses it
-    assert any(not t.reply_needed and "Resolved" in hard.plain_text(m)
+    encodings = {str(part.get("Content-Transfer-Encoding", "7bit")).lower()
+                 for m in messages for part in m.walk()
+                 if part.get_content_type() == "text/plain"}
+    assert {"base64", "quoted-printable"} <= encodings
+    assert any(t.reply_needed and "> " + texts.STAFF_FIX in hard.plain_text(m)
                for t in threads.values() for m in messages
                if str(m["Message-ID"]).strip() == t.last)  # fmt: skip
-    quoted = [t for t in threads.values() if t.reply_needed and any(
-        "resolved" in hard.plain_text(m) for m in messages
-        if str(m["Message-ID"]).strip() == t.last)]
-    assert quoted  # waits although its latest message says "resolved" (in a quote)
     automatic = [m for m in messages if m.get("Auto-Submitted")]
     assert automatic
     for m in automatic:
@@ -87,8 +94,111 @@ def test_the_mail_must_be_decoded_and_read_by_the_policy(seed: int) -> None:
         t.category, t.tier, chased=False)]
     assert chased
     assert any(t.reply_needed and t.reply_to.startswith("helpdesk@") for t in threads.values())
-    assert {t.category for t in threads.values()} == {
-        "newsletter", "security", "incident", "billing", "request"}
+    assert {t.category for t in threads.values()} == {"newsletter", *texts.CATEGORIES}
+
+
+def _first_text(messages: list[email.message.Message], root: str) -> str:
+    [first] = {hard.plain_text(m) for m in messages if str(m["Message-ID"]).strip() == root}
+    return first
+
+
+def _keyword_reading(
+    files: dict[str, bytes], *, careful: bool
+) -> dict[str, tuple[str, str | None, bool]]:
+    """What a grep-and-script triage reads: the category by the keywords of each class in
+    precedence, the order by the first number (``careful``: the thread's last number, quotes,
+    forwarded mail and signatures cut away), and a thread closed when its latest message
+    says so in a closing word. A capable agent without reading writes something like it."""
+    classes = (
+        ("security", r"phishing|breach|compromis\w*|hack\w*|stolen|attacker|intruder"),
+        ("incident", r"error|down|outage|not working|failed|fails|stopped|gone"),
+        ("refund", r"refund\w*|money back|reimburse|paid back|pay \w+ back|credit"),
+        ("billing", r"invoice|payment|billing|charge\w*"),
+    )
+
+    def own(text: str) -> str:
+        if not careful:
+            return text
+        text = text.split("---------- Forwarded message")[0].split("Kind regards,")[0]
+        return "\n".join(line for line in text.splitlines() if not line.startswith(">"))
+
+    out: dict[str, tuple[str, str | None, bool]] = {}
+    for root, items in hard.thread_messages(files[hard.INBOX]).items():
+        first, last = items[0], items[-1]
+        if first.get("List-Unsubscribe"):
+            out[root] = ("newsletter", None, False)
+            continue
+        text = own(hard.plain_text(first)).lower()
+        category = next((name for name, words in classes
+                         if re.search(rf"\b({words})\b", text)), "request")
+        numbers = [n for m in items for n in re.findall(r"NW-\d{5}", own(hard.plain_text(m)))
+                   if str(m["From"]).find(hard.US) < 0]
+        order = (numbers[-1] if careful else numbers[0]) if numbers else None
+        closing = re.search(r"\b(resolved|close[ds]?|sorted|works|no need|ignore|done)\b",
+                            own(hard.plain_text(last)).lower())
+        waits = hard.US not in str(last["From"]) and not closing
+        out[root] = (category, order, waits)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_keyword_script_gets_the_triage_wrong_where_a_reader_gets_it_right(
+    seed: int,
+) -> None:
+    """Category, order and whether a thread waits are what the customers mean: a script of
+    keywords and regular expressions, naive or careful, misreads many threads (the package
+    needs every one right), while the same fields read from the meaning are all right."""
+    final = _final_files(seed)
+    right = _triage(final, "later", seed)
+    for careful, most in ((False, 0.6), (True, 0.8)):
+        guessed = _keyword_reading(final, careful=careful)
+        good = [r for r, t in right.items()
+                if guessed[r] == (t.category, t.order, t.reply_needed)]  # fmt: skip
+        assert len(good) / len(right) < most, (careful, len(good), len(right))
+        for field in range(3):  # each field on its own has threads it misreads
+            truth = {r: (t.category, t.order, t.reply_needed)[field] for r, t in right.items()}
+            assert any(guessed[r][field] != truth[r] for r in right), (careful, field)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_item_states_its_meaning_plainly(seed: int) -> None:
+    """Fairness: each first message holds one paraphrase of its category's concern with the
+    number it gives, and none of another category's; a correction states the new number;
+    a customer who closes the matter says so in one of the closing sentences."""
+    drafted = _draft(seed)
+    messages = hard._parse_mbox(_final_files(seed)[hard.INBOX])
+    text_of = {str(m["Message-ID"]).strip(): hard.plain_text(m) for m in messages}
+    for mid, meaning in drafted.truth.items():
+        own = texts.own_text(text_of[mid]).split("---------- Forwarded message")[0]
+        if meaning.category:
+            said = {c for c, bank in texts.CONCERNS.items() for line in bank
+                    if line.format(order=meaning.order) in own}
+            assert said == {meaning.category}, mid
+        elif meaning.order:
+            assert any(line.split("{old}")[0].format(new=meaning.order) in own
+                       for line in texts.CORRECTIONS), mid
+        if meaning.closes:
+            assert any(line in own for line in texts.CLOSINGS), mid
+    closing_said = [mid for mid, text in text_of.items()
+                    if any(line in texts.own_text(text) for line in texts.CLOSINGS)]
+    assert all(drafted.truth[mid].closes for mid in closing_said)
+
+
+def test_seeds_differ_in_items_phrasings_and_traps() -> None:
+    def fingerprint(seed: int) -> tuple[frozenset[str], frozenset[str]]:
+        messages = hard._parse_mbox(_final_files(seed)[hard.INBOX])
+        owns = [texts.own_text(hard.plain_text(m)) for m in messages]
+        phrasings = {line for bank in texts.CONCERNS.values() for line in bank
+                     if any(line.split("{order}")[0] in own for own in owns)}
+        traps = {f"{line}" for bank in (*texts.DENIALS.values(), *texts.PAST.values())
+                 for line in bank if any(line in own for own in owns)}
+        return frozenset(phrasings), frozenset(traps)
+
+    prints = [fingerprint(seed) for seed in SEEDS]
+    assert len({p[0] for p in prints}) == len(prints)
+    assert len({p[1] for p in prints}) == len(prints)
+    orders = [{t.order for t in _triage(_final_files(s), "later", s).values()} for s in SEEDS]
+    assert all(not (a & b) - {None} for a, b in itertools.combinations(orders, 2))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -144,13 +254,15 @@ def test_each_contacts_export_lists_a_customer_twice_and_no_row_position_reads_b
 def test_the_later_exports_change_threads_that_got_no_new_mail(seed: int) -> None:
     """Only re-reading shows it: threads without a new message become breached (the later
     export time), the upgraded customer's priorities move; one thread is answered by a
-    colleague and one resolved, so their drafts must go; one more thread waits."""
+    colleague and one closed by its customer, so their drafts must go; one customer corrects
+    the order number; one more thread waits."""
     drafted = _draft(seed)
     first = _triage(drafted.workspace, "first", seed)
     final = _triage(_final_files(seed), "later", seed)
     untouched = [r for r in first if first[r].references == final[r].references]
     assert any(first[r].breached != final[r].breached for r in untouched)
     assert any(first[r].priority != final[r].priority for r in untouched)
+    assert sum(first[r].order != final[r].order for r in first) == 1  # a number corrected
     stopped = [r for r in first if first[r].reply_needed and not final[r].reply_needed]
     assert len(stopped) >= 2 and len(final) == len(first) + 1
     message = drafted.turns[1].patch.message
@@ -197,11 +309,18 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
         (workspace / path).write_bytes(good[path])
         return score
 
+    built_truth = hard.draft_hard(params).truth
     triage = json.loads(good[TRIAGE])
     waiting = sorted(r for r, e in triage["threads"].items() if e["reply_needed"])
     one_due = json.loads(good[TRIAGE])
     one_due["threads"][waiting[0]]["due"] = "2026-03-20T09:00:00Z"
     assert slip(TRIAGE, json.dumps(one_due).encode()) <= 0.5
+    corrected = [r for r, m in built_truth.items() if m.order and not m.category]
+    first_number = json.loads(good[TRIAGE])
+    [root] = [r for r, e in first_number["threads"].items() if e["order"] ==
+              built_truth[corrected[0]].order]
+    first_number["threads"][root]["order"] = built_truth[root].order  # the number corrected
+    assert slip(TRIAGE, json.dumps(first_number).encode()) <= 0.5
     queue = good[hard.QUEUE].decode().splitlines()
     swapped = [queue[0], *queue[1:][::-1]]
     assert slip(hard.QUEUE, "\n".join(swapped).encode() + b"\n") <= 0.5
