@@ -1,11 +1,18 @@
-"""docs/deploy.md, "Try it on the test-bed", followed as written: the shell blocks marked
-`<!-- docs-path: try -->` and `<!-- docs-path: clean-up -->` are read out of the document and
-run by bash from the repository folder, one command after the other, stopping at the first
-that fails; the clean-up block starts from the exports the first one left, as in one shell.
+"""docs/deploy.md, "Try it on the test-bed", followed as written by a new user, from start to
+uninstall: the shell blocks marked `<!-- docs-path: try -->` (an environment Released and
+checked), `campaign` (the demo SynthesisCampaign, then the oracle+nop RolloutBatch over its
+children), `train` (SmolLM2 uploaded, the gateway enabled, a two-round TrainingRun) and
+`clean-up` (helm uninstall, the namespace deleted) are read out of the document and run by
+bash from the repository folder, one command after the other, stopping at the first that
+fails; each block starts from the exports the ones before it left, as in one shell.
 The only thing the test adds is COWORKGYM_TESTBED_DIR (the session's test-bed, which the
 documented `make testbed-up NODE=1` then reuses); every other test-bed variable is taken out
 of the environment, so the block's own `eval "$(… env)"` has to provide it. (The blocks'
 shape is checked without a test-bed in tests/unit/test_testbed_values.py.)
+
+Slow: about half an hour on the node's two CPUs (an environment, four more from the
+campaign, eight rollouts, two rounds of serving, rolling out and training SmolLM2); the
+figures are printed.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +35,9 @@ from tests.support.docs import ROOT, docs_block
 NAMESPACE = "cowork-gym"  # what the docs install into and the examples name
 ENVIRONMENT = "weather-report-two-turns"  # examples/specs/weather-report.yaml
 TRY_TIMEOUT = 1500.0  # helm install and rollout, a whole environment on two CPUs, `check`
+CAMPAIGN_TIMEOUT = 3600.0 + 1800.0  # the block's own two waits
+TRAIN_TIMEOUT = 3600.0 + 600.0  # the run's wait, the upload and the gateway's rollout
+CAMPAIGN, BATCH, RUN = "demo", "demo-oracle-nop", "smollm2-rounds"  # the examples' names
 
 
 def shell_env(tb: Testbed) -> dict[str, str]:
@@ -67,7 +78,9 @@ def tail(cp: subprocess.CompletedProcess[str], chars: int = 6000) -> str:
 
 @pytest.mark.testbed
 @pytest.mark.node
-def test_a_user_following_the_docs_gets_a_released_environment(
+@pytest.mark.slow
+@pytest.mark.timeout(TRY_TIMEOUT + CAMPAIGN_TIMEOUT + TRAIN_TIMEOUT + 600)
+def test_a_user_following_the_docs_runs_every_example_and_uninstalls_clean(
     testbed: Testbed, tmp_path: Path
 ) -> None:
     tb = testbed
@@ -81,22 +94,61 @@ def test_a_user_following_the_docs_gets_a_released_environment(
     env = shell_env(tb)
     shell_state = tmp_path / "shell-exports.sh"
     started = time.monotonic()
+    took: dict[str, float] = {}
+
+    def block(marker: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        began = time.monotonic()
+        ran = run_block(docs_block(marker), env, timeout, shell_state)
+        took[marker] = time.monotonic() - began
+        assert ran.returncode == 0, f"the {marker} block: {tail(ran)}"
+        return ran
+
+    def get(resource: str, name: str) -> dict[str, Any]:
+        found = tb.kubectl("get", resource, name, "-n", NAMESPACE, "-o", "json").stdout
+        return dict(json.loads(found))
+
     try:
-        tried = run_block(docs_block("try"), env, TRY_TIMEOUT, shell_state)
-        seconds = time.monotonic() - started
-        assert tried.returncode == 0, tail(tried)
-        got = tb.kubectl("get", "cwe", ENVIRONMENT, "-n", NAMESPACE, "-o", "json").stdout
-        status = json.loads(got)["status"]
+        tried = block("try", TRY_TIMEOUT)
+        status = get("cwe", ENVIRONMENT)["status"]
         assert status["phase"] == "Released", status
         # `cowork-gym check s3://…` ran on the downloaded package and passed.
         assert f"PASS {status['packageUri']}" in " ".join(tried.stdout.split()), tail(tried)
         # The release pod's upload kept the file modes (object metadata).
         package = fetch_package(status["packageUri"], tmp_path / "package", tb.s3_client())
         assert stat.S_IMODE((package / SOLVE_SH).stat().st_mode) == 0o755
-        print(f"docs path: environment Released and checked {seconds:.0f}s after `up`")
+
+        block("campaign", CAMPAIGN_TIMEOUT)
+        campaign = get("scamp", CAMPAIGN)["status"]
+        assert campaign["phase"] == "Succeeded", campaign
+        children = json.loads(
+            tb.kubectl(
+                "get", "cwe", "-n", NAMESPACE, "-l", f"coworkgym.dev/campaign={CAMPAIGN}",
+                "-o", "json",
+            ).stdout
+        )["items"]  # fmt: skip
+        released = sorted(
+            c["metadata"]["name"] for c in children if c["status"]["phase"] == "Released"
+        )
+        assert released and len(children) == campaign["counts"]["planned"], campaign
+        batch = get("rb", BATCH)["status"]
+        rates = {r["policy"]: r["passRate"] for r in batch["passRates"]}
+        # every Released child replayed: its reference solution passes, doing nothing fails
+        assert rates == {"oracle/oracle": 1.0, "nop/nop": 0.0}, batch
+        assert batch["counts"]["total"] == 2 * len(released), batch
+
+        block("train", TRAIN_TIMEOUT)
+        run = get("tr", RUN)["status"]
+        assert run["phase"] == "Succeeded", run
+        checkpoints = tb.s3_client().list_objects_v2(
+            Bucket="cowork-gym", Prefix=f"runs/{RUN}/checkpoints/round-001/"
+        )
+        assert checkpoints.get("KeyCount", 0) > 0, f"no round-001 checkpoint under runs/{RUN}/"
     finally:
         cleaned = run_block(docs_block("clean-up"), env, 300, shell_state)
     assert cleaned.returncode == 0, tail(cleaned)
+    # the uninstall ends clean: no namespace stuck Terminating, no release, no objects left
     assert tb.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0
     releases = tb.helm("list", "-A", "-o", "json").stdout
     assert NAMESPACE not in {r["namespace"] for r in json.loads(releases)}
+    figures = ", ".join(f"{marker} {seconds:.0f} s" for marker, seconds in took.items())
+    print(f"docs path: {figures}; {time.monotonic() - started:.0f} s from `up` to uninstalled")

@@ -79,6 +79,16 @@ def test_the_documented_commands_are_where_test_docs_path_reads_them() -> None:
     ]
 
 
+def test_the_documented_campaign_block_runs_the_examples_and_ends() -> None:
+    lines = docs_block("campaign").splitlines()
+    assert "kubectl apply -f examples/campaigns/demo.yaml" in lines
+    assert "kubectl apply -f examples/rollouts/oracle-nop.yaml" in lines
+    # run as written: a watch (-w) would never return
+    assert not any(" -w" in line.split("#")[0] for line in lines)
+    waits = [line for line in lines if " wait --for=condition=Complete " in line]
+    assert [w.split()[-1] for w in waits] == ["scamp/demo", "rb/demo-oracle-nop"]
+
+
 def test_the_examples_name_the_namespace_the_docs_install_into() -> None:
     for path in sorted((ROOT / "examples" / "specs").glob("*.yaml")):
         assert yaml.safe_load(path.read_text())["metadata"]["namespace"] == "cowork-gym", path
