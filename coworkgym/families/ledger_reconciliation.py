@@ -238,7 +238,7 @@ class LedgerReconciliation(TaskFamily):
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
         if params.difficulty == "hard":
-            return hard.verifier(built)
+            return hard.verifier(built, params)
         inputs = built.final_inputs()
         bank, books = inputs[BANK], inputs[BOOKS]
         unmatched, matched, net = reconcile(bank, books)

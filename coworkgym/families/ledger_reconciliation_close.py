@@ -278,27 +278,37 @@ def deal(description):
     value = round(int(found.group(2)) * float(found.group(3)), 2)
     return -value if found.group(1) == "BUY" else value
 
-bank, repeats, bank_balance = {}, [], opening
+# what the desks' messages in notes.md say: transfer ref -> [trade id, amount] per trade
+# it settles (after the last turn's corrections from then on), and what each refund returns
+revised = turn >= int(os.environ["NOTES_REVISED_FROM_TURN"])
+settled = __SETTLED_REVISED__ if revised else __SETTLED__
+refunds = __REFUNDS__
+bank, repeats, bank_balance, transfers = {}, [], opening, []
 with open("bank.csv", newline="", encoding="utf-8") as f:
     for row in csv.DictReader(f):
         if row["date"] > end:
             continue
         bank_balance = number(row["balance"])
-        if not row["id"]:
+        if not row["ref"]:  # the opening line
             continue
         amount = round(number(row["credit"]) - number(row["debit"]), 2)
-        if row["id"] in bank:  # the user: a later line for a posted trade is the bank's error
-            repeats.append((row["id"], "bank_error", amount))
-        else:
-            bank[row["id"]] = (amount, row["description"])
+        description = refunds.get(row["ref"], row["description"])
+        if row["ref"] in settled:
+            transfers.append(row["ref"])
+        for key, amount in settled.get(row["ref"], [[row["id"], amount]]):
+            if key in bank:  # the user: a later line for a posted trade is the bank's error
+                repeats.append((key, "bank_error", amount))
+            else:
+                bank[key] = (amount, description)
 
-books, account_of, first_day = {}, {}, {}
+books, account_of, first_day, book_text = {}, {}, {}, {}
 with open("books.csv", newline="", encoding="utf-8") as f:
     for row in csv.DictReader(f):
         if row["date"] > end:
             continue
         books[row["id"]] = round(books.get(row["id"], 0.0) + float(row["amount"]), 2)
         account_of.setdefault(row["id"], row["account"])
+        book_text.setdefault(row["id"], row["description"])
         first_day[row["id"]] = min(first_day.get(row["id"], row["date"]), row["date"])
 
 unmatched, adjustments, matched = list(repeats), [], 0
@@ -318,7 +328,7 @@ for key in sorted(set(bank) | set(books)):
     elif round(bank[key][0] - books[key], 2) != 0:
         amount, description = bank[key]
         diff = round(amount - books[key], 2)
-        true = deal(description)
+        true = deal(description) or deal(book_text[key])  # the deal, where either shows it
         if "commission" in description:  # the user: the broker's charge is ours to book
             unmatched.append((key, "book_error", diff))
             adjustments.append((key, code_of["Broker commissions"], diff))
@@ -342,6 +352,10 @@ ws.title = "Unmatched"
 ws.append(["id", "source", "amount"])
 for row in unmatched:
     ws.append(list(row))
+transfers_sheet = wb.create_sheet("Settlements")
+transfers_sheet.append(["ref", "ids"])
+for ref in sorted(transfers):
+    transfers_sheet.append([ref, " ".join(sorted(key for key, _amount in settled[ref]))])
 summary = {
     "matched": matched,
     "bank_only": sum(1 for u in unmatched if u[1] == "bank"),
@@ -376,6 +390,7 @@ with open("reconciliation.json", "w") as f:
     json.dump(summary, f, indent=2)
 """,
     "ADJUSTMENTS_FROM_TURN",
+    "NOTES_REVISED_FROM_TURN",
 )
 
 __all__ = [

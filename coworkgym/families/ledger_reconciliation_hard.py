@@ -125,9 +125,23 @@ from .ledger_reconciliation_close import (
     reconcile_close,
     terms,
 )
+from .ledger_reconciliation_notes import (
+    NOTES,
+    SETTLEMENTS,
+    STATEMENT_COLUMNS,
+    Desk,
+    Line,
+    messages,
+    notes_md,
+    plant_desk,
+    plant_refunds,
+    settlements,
+    statement_rows,
+)
 from .office import stable_office_bytes
 
 MONTHS = 12
+TWIN_SHARE = 0.3  # trades that repeat an earlier deal of their month and symbol
 SETTLEMENT_DAYS = (1, 4)  # a trade reaches the statement this many days after it is booked
 RUNS_ON = 10  # days past the period end that the statement and the books' export run
 UNSETTLED_DAYS = 60  # policy.md: an entry unsettled longer goes to the accountant
@@ -213,6 +227,23 @@ TRAPS = (
         (r"\bunsettled for\b", r"\b60 days\b", r"\bnever (settled|cleared)\b"),
     ),
     Trap(
+        "wrong_reference",
+        "a transfer's statement id names another trade; the desk's message gives the right "
+        "one (hard)",
+        (r"\bwrong (id|reference|trade number)\b", r"\b(id|reference) (is|was) wrong\b"),
+    ),
+    Trap(
+        "note_withdrawn",
+        "a later message of the desk withdraws an earlier one; in the last turn the desk "
+        "corrects two transfers it had the wrong way round (hard)",
+        (
+            r"\b(later|latest) (note|message)",
+            r"\bwithdr[ae]w",
+            r"\bswapp?ed\b",
+            r"\bwrong way round\b",
+        ),
+    ),
+    Trap(
         "posting_slip",
         "the books of the last turn post one bank charge with the wrong sign (hard)",
         (r"\bwrong sign\b", r"\bsign (is|was) wrong\b", r"\bflipped\b", r"\bas a credit\b"),
@@ -251,8 +282,8 @@ class Plan:
 def draw_plan(rng: random.Random) -> Plan:
     book_side = rng.choice([(1, 1), (2, 0), (2, 1), (1, 2), (3, 0), (3, 1)])
     return Plan(
-        symbols=rng.randint(3, 5),
-        trades_per_month=rng.randint(3, 5),
+        symbols=rng.randint(4, 5),
+        trades_per_month=rng.randint(5, 7),
         transposed=book_side[0],
         reversed_side=book_side[1],
         bank_mistyped=rng.randint(2, 3),
@@ -260,17 +291,6 @@ def draw_plan(rng: random.Random) -> Plan:
         next_period_trades=rng.randint(2, 4),
         open_problems=tuple(sorted(rng.sample(OPEN_PROBLEMS, k=rng.choice([2, 3, 3])))),
     )
-
-
-@dataclass(frozen=True)
-class Line:
-    """One statement line or book entry."""
-
-    id: str
-    day: date
-    description: str
-    amount: float
-    account: str = ""  # the books' account (a trade's investment account)
 
 
 @dataclass
@@ -290,6 +310,7 @@ class Close:
     netted: str = ""  # the trade settled less commission, if planted
     fell_through: str = ""  # the trade the statement never settles, if planted
     next_id: int = 0  # the first BK number nothing uses yet
+    desk: Desk = field(default_factory=lambda: Desk({}, {}))  # what notes.md says
 
 
 def monthly_prices() -> dict[tuple[str, str], float]:
@@ -341,10 +362,12 @@ def draw_close(rng: random.Random) -> Close:
     seq = rng.randint(1000, 6000)
     booked: list[tuple[Line, date]] = []  # (the books' line, the day it settles)
 
-    def trade(day: date, symbol: str, settles: date | None = None) -> None:
+    def trade(
+        day: date, symbol: str, settles: date | None = None, deal: tuple[int, str] | None = None
+    ) -> tuple[int, str]:
         nonlocal seq
         price = prices[(symbol, f"{day.year}-{day.month:02d}")]
-        shares, side = rng.randint(10, 400), rng.choice(["BUY", "SELL"])
+        shares, side = deal or (rng.randint(10, 400), rng.choice(["BUY", "SELL"]))
         amount = round(shares * price, 2) * (-1 if side == "BUY" else 1)
         seq += rng.randint(1, 3)
         line = Line(
@@ -355,12 +378,18 @@ def draw_close(rng: random.Random) -> Close:
             f"Investments:{symbol}",
         )
         booked.append((line, settles or day + timedelta(days=rng.randint(*SETTLEMENT_DAYS))))
+        return shares, side
 
     for y, m in months[:MONTHS]:
         last = calendar.monthrange(y, m)[1]
         for symbol in chosen:
-            for _n in range(plan.trades_per_month):
-                trade(date(y, m, rng.randint(1, min(last, 28))), symbol)
+            deals: list[tuple[int, str]] = []
+            # fewer symbols (four before 2004) trade more often: the statement stays as long
+            for _n in range(plan.trades_per_month + 5 - len(chosen)):
+                # a repeat of the month's earlier deal settles at the same amount: amounts
+                # alone cannot tell the two apart
+                again = rng.choice(deals) if deals and rng.random() < TWIN_SHARE else None
+                deals.append(trade(date(y, m, rng.randint(1, min(last, 28))), symbol, None, again))
     for _n in range(plan.late_trades):  # booked in the last three days, settled after the end
         day, symbol = end - timedelta(days=rng.randint(0, 2)), rng.choice(chosen)
         trade(day, symbol, end + timedelta(days=rng.randint(*SETTLEMENT_DAYS)))
@@ -425,6 +454,9 @@ def draw_close(rng: random.Random) -> Close:
         Line(f"BK{bank_id:04d}", end + timedelta(days=5), present[0], _charge(present[0], rng))
     )
     statement.sort(key=lambda s: (s.day, s.id))
+    keep_out = {repeated.id, netted.id, fell_through.id if fell_through else ""}
+    statement, desk = plant_desk(statement, end, keep_out, rng)
+    statement, desk.refunds = plant_refunds(statement, start, end, bank_id + 20, rng)
     opening = round(rng.uniform(1_500_000, 2_500_000), 2)
     return Close(
         start,
@@ -440,6 +472,7 @@ def draw_close(rng: random.Random) -> Close:
         netted.id if COMMISSION_NETTED in plan.open_problems else "",
         fell_through.id if fell_through else "",
         bank_id + 3,
+        desk,
     )
 
 
@@ -462,29 +495,15 @@ def _money(amount: float) -> str:
     return f"{amount:,.2f}"
 
 
-def statement_csv(close: Close, lines: Sequence[Line] | None = None) -> bytes:
-    """The statement: an opening line without an id, then each line with its running balance."""
-    balance = close.opening
-    rows: list[dict[str, object]] = [
-        {
-            "date": close.start.isoformat(),
-            "description": "Opening balance",
-            "balance": _money(balance),
-        }
-    ]
-    for s in close.statement if lines is None else lines:
-        balance = round(balance + s.amount, 2)
-        rows.append(
-            {
-                "date": s.day.isoformat(),
-                "id": s.id,
-                "description": s.description,
-                "debit": _money(-s.amount) if s.amount < 0 else "",
-                "credit": _money(s.amount) if s.amount >= 0 else "",
-                "balance": _money(balance),
-            }
-        )
-    return write_csv(rows, ["date", "id", "description", "debit", "credit", "balance"])
+def statement_csv(close: Close, lines: Sequence[Line] | None = None, truth: bool = False) -> bytes:
+    """The statement as the agent reads it (``truth=False``: refs, blank or wrong ids where
+    the desks write, one row per transfer) or as the verifier reads it (every trade's own
+    id, deal and amount on its own row), with the running balance."""
+    desk = None if truth else close.desk
+    rows = statement_rows(
+        close.statement if lines is None else lines, close.opening, close.start, desk
+    )
+    return write_csv(rows, STATEMENT_COLUMNS)
 
 
 def books_csv(books: Sequence[Line]) -> bytes:
@@ -546,7 +565,12 @@ balance at the period end is that opening balance plus every book amount of the 
 
 ## 3. Matching
 
-A book entry and a statement line are the same transaction when they share an `id`. In \
+A book entry and a statement line are the same transaction when they share an `id`. The \
+statement's `ref` is the bank's reference of a transfer. A transfer whose `id` is blank, or \
+whose `id` the broker's settlement desk says is wrong, settles the trade or trades the \
+desk's messages in `{NOTES}` say it settles; where the desk corrects what it wrote before, \
+the correction stands. A transfer that settles several trades counts as one statement line \
+per trade, each at that trade's amount. In \
 the books, a correcting entry carries the id of the entry it corrects: an id's book amount \
 is the sum of its lines of the period. An id whose statement amount and book amount agree \
 to the cent is matched. An id whose book lines sum to zero and that the statement does not \
@@ -561,8 +585,9 @@ Every other id of the period is a difference, listed once:
 book entry the statement has still not settled more than {UNSETTLED_DAYS} days after its \
 date is no ordinary outstanding item: raise it with the accountant before you list it;
 - on both, with different amounts: whichever side disagrees with the transaction is in \
-error. A trade's description is its deal (`BUY 120 IBM @ 81.23`): its true amount is the \
-shares times the price, rounded to the cent, negative for a BUY. If the books disagree the \
+error. A trade's deal is in the books' description (`BUY 120 IBM @ 81.23`) and in the \
+statement's where it shows one: its true amount is the shares times the price, rounded to \
+the cent, negative for a BUY. If the books disagree the \
 difference is a `book_error`, if the statement does a `bank_error`. A line the bank \
 originates (a charge, interest) is right as the statement shows it.
 
@@ -577,7 +602,9 @@ booked against the account its statement description names here:
 {table}
 
 A trade's correction is booked against the trade's own investment account (the books' \
-`account`). Use the account's code from `accounts.xlsx`; a closed account takes no entries. \
+`account`). A refund from the bank is booked against the account of the charge it returns \
+(the bank's message in `{NOTES}` says which). Use the account's code from `accounts.xlsx`; \
+a closed account takes no entries. \
 An adjusting entry's amount is the difference's amount: positive when it brings money into \
 the cash account.
 {amended}
@@ -633,10 +660,49 @@ Files that break these rules are rejected whole.
 # ---- the task ------------------------------------------------------------------------------
 
 
+def resolved(lines: Sequence[Line], desk: Desk) -> list[Line]:
+    """The statement lines with the trade each transfer settles as ``desk`` says (after turn
+    3's corrections two transfers of the same amount exchange their trades)."""
+    return [
+        replace(s, id=desk.remittances[s.ref].trades[0])
+        if s.ref in desk.remittances and len(desk.remittances[s.ref].trades) == 1
+        else s
+        for s in lines
+    ]
+
+
+def _settled(lines: Sequence[Line], desk: Desk) -> dict[str, list[list[object]]]:
+    """For the reference solution: each transfer the desks write about → [trade id, its
+    amount on the statement] per trade it settles."""
+    return {
+        ref: [[s.id, s.amount] for s in lines if s.ref == ref] for ref in sorted(desk.remittances)
+    }
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the final statement means: every trade's own line, and the Settlements sheet."""
+
+    statement: bytes
+    settled: dict[str, str]
+
+
+def final_truth(params: FamilyParams, revised: bool) -> Truth:
+    """The truth behind the final ``bank.csv`` and ``notes.md`` (turn 3's when ``revised``),
+    drawn again from the seed: the text is never read back."""
+    close = draw_close(params.rng("ledger"))
+    desk, lines = close.desk, close.statement
+    if revised:
+        desk, lines = desk.revised(), revised_statement(close, params.rng("revision"))
+    lines = resolved(lines, desk)
+    return Truth(statement_csv(close, lines, truth=True), settlements(desk, close.end, lines))
+
+
 def draft(params: FamilyParams) -> FamilyDraft:
     close = draw_close(params.rng("ledger"))
     workspace = {
         BANK: statement_csv(close),
+        NOTES: notes_md(messages(close.desk, close.statement, params.rng("notes"))).encode(),
         BOOKS: books_csv(close.books),
         POLICY: policy_md(close).encode(),
         ACCOUNTS: accounts_xlsx(close.symbols),
@@ -649,7 +715,18 @@ def draft(params: FamilyParams) -> FamilyDraft:
     if "requirement_changed" in kinds:
         turns.append(requirement_turn(1, _ADJUSTMENTS_REQUEST, [XLSX, JSON]))
     if "input_replaced" in kinds:
-        posted, held = posted_books(close, workspace, params.rng("posting"))
+        truth = {**workspace, BANK: statement_csv(close, truth=True)}
+        posted, held = posted_books(close, truth, params.rng("posting"))
+        revised = revised_statement(close, params.rng("revision"))
+        notes = notes_md(
+            messages(
+                close.desk,
+                close.statement,
+                params.rng("notes"),
+                close.desk.revised(),
+                close.end + timedelta(days=RUNS_ON + 2),
+            )
+        )
         turns.append(
             input_turn(
                 2,
@@ -657,14 +734,16 @@ def draft(params: FamilyParams) -> FamilyDraft:
                 f"I posted your journal, all but the entries for {_listed(held)}, which "
                 f"wait for the broker's confirmation; `{BOOKS}` is the new ledger export. The bank "
                 f"also sent a revised statement for the period, now in `{BANK}`, and the "
-                f"auditors amended `{POLICY}`. Please bring everything up to date: both "
-                f"sheets, `{JOURNAL}` (what remains to post) and the summary.",
+                f"auditors amended `{POLICY}`; the desks' new messages are in `{NOTES}`. "
+                "Please bring everything up to date: all three sheets, "
+                f"`{JOURNAL}` (what remains to post) and the summary.",
                 {
                     BOOKS: posted,
-                    BANK: statement_csv(close, revised_statement(close, params.rng("revision"))),
+                    BANK: statement_csv(close, revised),
                     POLICY: amended_policy(close).encode(),
+                    NOTES: notes.encode(),
                 },
-                reason="journal posted, statement revised, policy amended",
+                reason="journal posted, statement revised, policy amended, new notes",
                 invalidates=[XLSX, JSON, JOURNAL],
             )
         )
@@ -673,16 +752,34 @@ def draft(params: FamilyParams) -> FamilyDraft:
     outputs: dict[str, Format] = {XLSX: "xlsx", JSON: "json"}
     if adjusting:
         outputs[JOURNAL] = "csv"
-    inputs = [BANK, BOOKS, POLICY, ACCOUNTS, IMPORT_SPEC]
+    inputs = [BANK, BOOKS, NOTES, POLICY, ACCOUNTS, IMPORT_SPEC]
+    revising = "input_replaced" in kinds
+    final = resolved(revised if revising else close.statement,
+                     close.desk.revised() if revising else close.desk)  # fmt: skip
+    solve = fill_template(
+        SOLVE,
+        adjustments_from_turn=1 if adjusting else NEVER,
+        notes_revised_from_turn=2 if revising else NEVER,
+        settled=repr(_settled(resolved(close.statement, close.desk), close.desk)),
+        settled_revised=repr(_settled(final, close.desk)),
+        refunds=repr({ref: r.charge for ref, r in sorted(close.desk.refunds.items())}),
+    )
     return FamilyDraft(
         slug=f"ledger-reconciliation-{period}-{params.seed}",
         title=f"Close the fund's cash account, {period}",
         instruction=instruction(adjusting),
         workspace=workspace,
-        solve_sh=fill_template(SOLVE, adjustments_from_turn=1 if adjusting else NEVER),
+        solve_sh=solve,
         user=user(close),
         inputs=input_artifacts(
-            {BANK: "csv", BOOKS: "csv", POLICY: "md", ACCOUNTS: "xlsx", IMPORT_SPEC: "md"}
+            {
+                BANK: "csv",
+                BOOKS: "csv",
+                NOTES: "md",
+                POLICY: "md",
+                ACCOUNTS: "xlsx",
+                IMPORT_SPEC: "md",
+            }
         ),
         outputs=output_artifacts(outputs, inputs),
         turns=turns,
@@ -718,12 +815,20 @@ def posted_books(
             Line(
                 adjustment.id,
                 close.end,
-                f"Correction of {adjustment.id}" if trade else descriptions[adjustment.id],
+                f"Correction of {adjustment.id}" if trade else _booked_as(close, adjustment.id),
                 -adjustment.amount if adjustment.id == slipped else adjustment.amount,
                 names[adjustment.account],
             )
         )
     return books_csv([*close.books, *entries]), held
+
+
+def _booked_as(close: Close, key: str) -> str:
+    """How the books describe a bank line's entry: a refund by what it refunds."""
+    refund = next((r for r in close.desk.refunds.values() if r.id == key), None)
+    if refund is not None:
+        return f"Refund of {refund.charge.lower()}"
+    return next(s.description for s in close.statement if s.id == key)
 
 
 def revised_statement(close: Close, rng: random.Random) -> list[Line]:
@@ -736,24 +841,28 @@ def revised_statement(close: Close, rng: random.Random) -> list[Line]:
         replace(s, amount=close.bank_mistyped[fixed]) if s.id == fixed else s
         for s in close.statement
     ]
+    day = close.end - timedelta(days=rng.randint(1, 8))
     later = [
         Line(
             f"BK{close.next_id:04d}",
-            close.end - timedelta(days=rng.randint(1, 8)),
+            day,
             INTEREST,
             round(rng.uniform(3, 12), 2),
+            ref=f"FT{day:%y%m%d}9001",
         )
     ]
     if close.unlisted:
+        day = close.end - timedelta(days=rng.randint(9, 20))
         later.append(
             Line(
                 f"BK{close.next_id + 2:04d}",
-                close.end - timedelta(days=rng.randint(9, 20)),
+                day,
                 close.unlisted,
                 -round(rng.uniform(8, 60), 2),
+                ref=f"FT{day:%y%m%d}9002",
             )
         )
-    return sorted([*lines, *later], key=lambda s: (s.day, s.id))
+    return sorted([*lines, *later], key=lambda s: (s.day, s.ref, s.id))
 
 
 def _listed(ids: Sequence[str]) -> str:
@@ -784,9 +893,11 @@ Please close our fund's cash account for the period. The bank statement is `{BAN
 books are `{BOOKS}`, `{POLICY}` is the reconciliation policy the auditors hold us to (it
 decides the period, what matches and how each difference is classified) and `{ACCOUNTS}`
 is our chart of accounts. A statement line and a book entry share an `id` when they are the
-same transaction. The statement has separate `debit` (money out) and `credit` (money in)
-columns written with thousands separators, and a running `balance`; the books have one
-signed `amount`.
+same transaction; where the statement's `id` is blank or wrong, the brokers' settlement
+desks say in `{NOTES}` which trade(s) a transfer (the statement's `ref`) settles, and the
+bank says there what its refunds return. The statement has separate `debit` (money out) and
+`credit` (money in) columns written with thousands separators, and a running `balance`; the
+books have one signed `amount`.
 
 Create:
 
@@ -794,7 +905,11 @@ Create:
    `amount`: one row per difference of the period, sorted by id. `source` is `bank`,
    `books`, `book_error` or `bank_error`, as policy.md classifies it; `amount` is the
    entry's signed amount for `bank` and `books` rows, and the statement's amount minus
-   the books' amount for `book_error` and `bank_error` rows.
+   the books' amount for `book_error` and `bank_error` rows. `id` is the trade's id, also
+   where the statement's is blank or wrong.
+   A second sheet `{SETTLEMENTS}` with the columns `ref`, `ids`: one row per transfer of the
+   period that the desks' messages say settles trades, sorted by `ref`, with `ids` the
+   trade id(s) it settles, ascending, separated by one space (`TX1201 TX1207`).
 2. `{JSON}` with the keys `matched` (how many ids of the period match),
    `bank_only`, `books_only`, `book_errors` and `bank_errors` (how many `{UNMATCHED}` rows
    have each source), `bank_balance` (the statement's balance at the period end) and
@@ -818,6 +933,15 @@ def user(close: Close) -> UserState:
             trigger="agent asks which dates, days or lines the period or the close covers",
             reveals="the close follows policy.md to the letter: the auditors check it "
             "against the policy",
+        ),
+        Signal(
+            trigger="agent asks which trade a transfer without an id, or with a wrong id, settles",
+            reveals=f"the brokers' desks know their transfers better than I do: go by what "
+            f"they wrote in {NOTES}",
+        ),
+        Signal(
+            trigger="agent asks which charge or fee a bank refund returns",
+            reveals=f"the bank's message in {NOTES} says; I know nothing more about it",
         ),
         Signal(
             trigger="agent asks whether to edit, change or post entries in the books",
@@ -895,11 +1019,22 @@ def _slug(key: str) -> str:
     return key.lower().replace("-", "_")
 
 
-def verifier(built: BuilderOutput) -> VerifierOutput:
+def verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
     inputs = built.final_inputs()
     close = terms(inputs[POLICY], inputs[ACCOUNTS])
-    result = reconcile_close(inputs[BANK], inputs[BOOKS], close)
+    revised = any(t.patch.kind == "input_replaced" for t in built.turns)
+    truth = final_truth(params, revised)
+    result = reconcile_close(truth.statement, inputs[BOOKS], close)
     components = [
+        *table_shape(
+            "settlements",
+            XLSX,
+            ["ref", "ids"],
+            len(truth.settled),
+            "Settlements sheet columns",
+            f"one row per transfer the desks' messages in {NOTES} say settles trades",
+            sheet=SETTLEMENTS,
+        ),
         *table_shape(
             "unmatched",
             XLSX,
@@ -940,17 +1075,35 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
         )
     for d in result.differences:
         components += _unmatched_components(d)
+    for ref, ids in truth.settled.items():
+        components.append(
+            Component(
+                id=f"settlement_{_slug(ref)}_ids",
+                weight=1,
+                check=XlsxValue(
+                    path=XLSX,
+                    sheet=SETTLEMENTS,
+                    key_column="ref",
+                    key=ref,
+                    column="ids",
+                    expected=ids,
+                ),
+                requirement=f"{ref}: the trades the desks' messages say it settles",
+            )
+        )
     if any(t.patch.kind == "requirement_changed" for t in built.turns):
         components += _adjustment_components(result)
         components += _journal_components(result, close)
-    inputs_kept = {path: inputs[path] for path in (BANK, BOOKS, POLICY, ACCOUNTS, IMPORT_SPEC)}
+    inputs_kept = {
+        path: inputs[path] for path in (BANK, BOOKS, NOTES, POLICY, ACCOUNTS, IMPORT_SPEC)
+    }
     spec = VerifierSpec(
         components=components,
         red_lines=[
             inputs_unmodified(
                 "inputs_unmodified",
-                "the statement, the books, the policy, the chart and the import format are "
-                "evidence and must not change",
+                "the statement, the books, the notes, the policy, the chart and the import "
+                "format are evidence and must not change",
                 inputs_kept,
             )
         ],
@@ -1081,6 +1234,7 @@ __all__ = [
     "IMPORT_SPEC",
     "JOURNAL",
     "JSON",
+    "NOTES",
     "OPEN_PROBLEMS",
     "POLICY",
     "TRAPS",
@@ -1091,9 +1245,11 @@ __all__ = [
     "Plan",
     "Reconciliation",
     "Terms",
+    "Truth",
     "draft",
     "draw_close",
     "draw_plan",
+    "final_truth",
     "mistype",
     "monthly_prices",
     "reconcile_close",

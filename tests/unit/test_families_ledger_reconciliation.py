@@ -7,7 +7,9 @@ trap changes the expected answer, and a solver that misses it fails."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +31,13 @@ from coworkgym.families.ledger_reconciliation_hard import (
     ACCOUNTS,
     ADJUSTMENTS,
     IMPORT_SPEC,
+    NOTES,
     OPEN_PROBLEMS,
     POLICY,
     UNMATCHED,
     Reconciliation,
     draw_close,
+    final_truth,
     reconcile_close,
     terms,
 )
@@ -123,8 +127,10 @@ def test_reference_passes_and_shortcuts_fail(tmp_path: Path, turns: int, difficu
         assert reward(FAMILY, built, params, stale, tmp_path / "stale") < 0.99
 
 
-def _close(files: dict[str, bytes]) -> Reconciliation:
-    return reconcile_close(files[BANK], files[BOOKS], terms(files[POLICY], files[ACCOUNTS]))
+def _close(files: dict[str, bytes], params: FamilyParams, revised: bool = False) -> Reconciliation:
+    """The close of these files, the statement read as the desks' notes say (the truth)."""
+    statement = final_truth(params, revised).statement
+    return reconcile_close(statement, files[BOOKS], terms(files[POLICY], files[ACCOUNTS]))
 
 
 def _final(draft: Any) -> dict[str, bytes]:
@@ -157,7 +163,7 @@ def test_hard_is_a_period_close_under_a_policy_with_every_kind_of_difference() -
     end = terms(draft.workspace[POLICY], draft.workspace[ACCOUNTS]).end
     for name in (BANK, BOOKS):
         assert sum(1 for row in parse_csv(draft.workspace[name]) if row["date"] > end) >= 3
-    result = _close(draft.workspace)
+    result = _close(draft.workspace, HARD)
     assert {d.source for d in result.differences} == {"bank", "books", "book_error", "bank_error"}
     assert result.adjusted_bank_balance == result.adjusted_book_balance
     assert {a.id for a in result.adjustments} == {
@@ -171,7 +177,7 @@ def test_hard_seeds_differ_in_what_they_plant() -> None:
     problems, counts, sizes = set(), set(), set()
     for seed in range(10):
         draft = FAMILY.draft(_hard(seed))
-        result = _close(draft.workspace)
+        result = _close(draft.workspace, _hard(seed))
         problems.add(_problems(seed))
         counts.add(tuple(result.count(s) for s in ("bank", "books", "book_error", "bank_error")))
         sizes.add(len(parse_csv(draft.workspace[BANK])))
@@ -184,7 +190,7 @@ def test_each_hard_trap_changes_the_expected_answer() -> None:
     """Without the period end, with one line per id, or blaming the books for every
     difference, the numbers differ: each trap is something the verifier sees."""
     draft = FAMILY.draft(HARD)
-    result = _close(draft.workspace)
+    result = _close(draft.workspace, HARD)
     # the period end: reconciling every line (the easy tiers' rule) matches more ids
     whole = reconcile(draft.workspace[BANK], draft.workspace[BOOKS])
     assert whole[1] != result.matched
@@ -200,12 +206,12 @@ def test_each_hard_trap_changes_the_expected_answer() -> None:
     posted = draft.turns[1].files[BOOKS]
     ids = [r["id"] for r in parse_csv(posted)]
     assert len(ids) - len(set(ids)) >= 2
-    final = _close(_final(draft))
+    final = _close(_final(draft), HARD, revised=True)
     last_line: dict[str, dict[str, object]] = {r["id"]: dict(r) for r in parse_csv(posted)}
     kept_last = write_csv(
         list(last_line.values()), ["id", "date", "account", "description", "amount"]
     )
-    assert _close({**_final(draft), BOOKS: kept_last}).matched < final.matched
+    assert _close({**_final(draft), BOOKS: kept_last}, HARD, True).matched < final.matched
 
 
 def test_what_only_the_user_knows_is_still_open_at_the_end() -> None:
@@ -215,7 +221,7 @@ def test_what_only_the_user_knows_is_still_open_at_the_end() -> None:
     for params, present in ((HARD, ("commission", "fell_through")), (REPEATING, ("repeated",))):
         draft = FAMILY.draft(params)
         close = draw_close(params.rng("ledger"))
-        final = _close(_final(draft))
+        final = _close(_final(draft), params, revised=True)
         codes = terms(_final(draft)[POLICY], _final(draft)[ACCOUNTS]).codes
         errors = {d.id: d for d in final.differences if d.source == "book_error"}
         adjusted = {a.id: a for a in final.adjustments}
@@ -244,8 +250,8 @@ def test_hard_turns_build_on_each_other_and_the_last_needs_re_reading() -> None:
     draft = FAMILY.draft(HARD)
     assert [t.patch.kind for t in draft.turns] == ["requirement_changed", "input_replaced"]
     assert ADJUSTMENTS in draft.turns[0].patch.message and JOURNAL in draft.turns[0].patch.message
-    assert set(draft.turns[1].files) == {BANK, BOOKS, POLICY}
-    s0, final = _close(draft.workspace), _close(_final(draft))
+    assert set(draft.turns[1].files) == {BANK, BOOKS, POLICY, NOTES}
+    s0, final = _close(draft.workspace, HARD), _close(_final(draft), HARD, revised=True)
     held = set(re.findall(r"TX\d+", draft.turns[1].patch.message))
     errors = {d.id: d for d in final.differences if d.source == "book_error"}
     assert held < set(errors) and len(held) >= 2
@@ -270,7 +276,7 @@ def test_the_journal_follows_the_import_spec() -> None:
     debiting cash."""
     draft = FAMILY.draft(HARD)
     close = terms(draft.workspace[POLICY], draft.workspace[ACCOUNTS])
-    result = _close(draft.workspace)
+    result = _close(draft.workspace, HARD)
     lines = journal_lines(result, close)
     assert len(lines) == 2 * len(result.adjustments)
     entries = list(zip(lines[::2], lines[1::2], strict=True))
@@ -342,7 +348,7 @@ def _solve_with(built: BuilderOutput, old: str, new: str) -> BuilderOutput:
         (HARD, "the journal's sides swapped", "cash_debit = size if amount > 0 else 0.0",
          "cash_debit = size if amount < 0 else 0.0"),
         (REPEATING, "the repeated line ignored",
-         'repeats.append((row["id"], "bank_error", amount))', "pass"),
+         'repeats.append((key, "bank_error", amount))', "pass"),
     ],
 )  # fmt: skip
 def test_hard_reference_passes_and_a_solver_missing_one_rule_fails(
@@ -382,3 +388,144 @@ def test_hard_work_left_at_an_earlier_turn_fails(tmp_path: Path) -> None:
             row[1].value = "bank_error"  # the slip blamed on the bank
     book.save(workspace / XLSX)
     assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") < 0.99
+
+
+# ---- the desks' notes: meaning, not keywords ---------------------------------------------
+
+
+def _notes_of(draft: Any) -> list[str]:
+    """``notes.md``'s messages, oldest first."""
+    text: str = draft.workspace[NOTES].decode()
+    return text.split("\n---\n")[1:]
+
+
+def _keyword_reading(params: FamilyParams, pick: str) -> float:
+    """A grep-and-script reader of ``notes.md``: for each transfer, the last message naming
+    it, the trade ids in it in order (less the id the statement shows, when others are
+    named), the first or the last one (two where the message says two or both). Returns the
+    share of the Settlements rows it gets right."""
+    draft, truth = FAMILY.draft(params), final_truth(params, revised=False)
+    notes = _notes_of(draft)
+    shown = {row["ref"]: row["id"] for row in parse_csv(draft.workspace[BANK])}
+    right = 0
+    for ref, ids in truth.settled.items():
+        last = [m for m in notes if ref in m][-1]
+        named = list(dict.fromkeys(re.findall(r"\bTX\d{4}\b", last)))
+        named = [i for i in named if i != shown[ref]] or named
+        k = 2 if re.search(r"\b(two|both)\b|as well as|\bplus\b", last) else 1
+        guess = named[:k] if pick == "first" else named[-k:]
+        right += " ".join(sorted(guess)) == ids
+    return right / len(truth.settled)
+
+
+def _refund_keyword_reading(params: FamilyParams) -> float:
+    """The same reader for the refunds: the first charge the bank's message names."""
+    from coworkgym.families.ledger_reconciliation_notes import FEES
+
+    draft, close = FAMILY.draft(params), draw_close(params.rng("ledger"))
+    notes = _notes_of(draft)
+    right = 0
+    for ref, refund in close.desk.refunds.items():
+        last = [m for m in notes if ref in m][-1].lower()
+        named = sorted((last.index(f.lower()), f) for f in FEES if f.lower() in last)
+        right += named[0][1] == refund.charge
+    return right / len(close.desk.refunds)
+
+
+def test_a_keyword_reader_of_the_notes_fails_every_seed() -> None:
+    """Grep and a script are not enough: taking the first or the last trade id a transfer's
+    latest message names gets a fifth or more of the Settlements rows wrong on every seed
+    (the package fails on any one), while the refunds' first-named charge is often wrong."""
+    shares = {
+        pick: [_keyword_reading(_hard(seed), pick) for seed in range(6)]
+        for pick in ("first", "last")
+    }
+    for pick, scores in shares.items():
+        assert sum(score <= 0.8 for score in scores) >= 4, (pick, scores)
+        assert max(scores) < 1.0, (pick, scores)
+    refunds = [_refund_keyword_reading(_hard(seed)) for seed in range(6)]
+    assert sum(refunds) / len(refunds) < 0.9, refunds
+
+
+def test_every_note_states_its_meaning_plainly() -> None:
+    """Fairness: the desk's last message on each transfer contains one sentence that names
+    the transfer and exactly the trades it settles, and the bank's message on each refund one
+    that names the charge; the text is written from the truth, before and after turn 3."""
+    from coworkgym.families.ledger_reconciliation_hard import RUNS_ON
+    from coworkgym.families.ledger_reconciliation_notes import messages
+
+    for seed in range(6):
+        params = _hard(seed)
+        close = draw_close(params.rng("ledger"))
+        revised_on = close.end + timedelta(days=RUNS_ON + 2)
+        for desk, notes in (
+            (close.desk, messages(close.desk, close.statement, params.rng("notes"))),
+            (
+                close.desk.revised(),
+                messages(
+                    close.desk, close.statement, params.rng("notes"), close.desk.revised(),
+                    revised_on,
+                ),
+            ),
+        ):  # fmt: skip
+            for note in notes:
+                assert note.plain in note.body
+            for ref, remittance in desk.remittances.items():
+                last = [n for n in notes if n.ref == ref][-1]
+                named = set(re.findall(r"\bTX\d{4}\b", last.plain))
+                assert ref in last.plain and set(remittance.trades) <= named, (seed, last)
+                assert len(named - set(remittance.trades)) <= 1  # at most the wrong one, denied
+            for ref, refund in desk.refunds.items():
+                [note] = [n for n in notes if n.ref == ref]
+                assert refund.charge.lower() in note.plain and ref in note.plain
+
+
+def test_the_readable_corpus_is_far_beyond_one_tool_output() -> None:
+    from coworkgym.llm.tools import MAX_TOOL_OUTPUT
+
+    for seed in range(8):
+        draft = FAMILY.draft(_hard(seed))
+        corpus = sum(len(draft.workspace[name]) for name in (BANK, BOOKS, NOTES))
+        assert corpus > 10 * MAX_TOOL_OUTPUT, (seed, corpus)
+        settled = final_truth(_hard(seed), revised=False).settled
+        assert len(settled) >= 60 and len(_notes_of(draft)) >= 80
+        assert len(parse_csv(draft.workspace[BANK])) >= 200
+
+
+def test_the_notes_vary_by_seed() -> None:
+    """Other transfers, other phrasings and another mix of distractors in every seed."""
+    mixes, texts, refs = set(), [], []
+    for seed in range(6):
+        close = draw_close(_hard(seed).rng("ledger"))
+        remittances = close.desk.remittances.values()
+        mixes.add(
+            (
+                tuple(sorted(Counter(r.story for r in remittances).items())),
+                sum(bool(r.shown) for r in remittances),
+                sum(bool(r.withdrawn) for r in remittances),
+                sum(len(r.trades) == 2 for r in remittances),
+                len(close.desk.swaps),
+            )
+        )
+        texts.append(set(_notes_of(FAMILY.draft(_hard(seed)))))
+        refs.append(set(close.desk.remittances))
+    assert len(mixes) == 6
+    assert all(not (a & b) for i, a in enumerate(refs) for b in refs[i + 1 :])
+    first_lines = [{m.split("\n\n")[2] for m in notes if m.count("\n\n") > 2} for notes in texts]
+    assert all(len(a & b) < len(a) / 4 for i, a in enumerate(first_lines) for b in first_lines[:i])
+
+
+def test_settlements_read_from_the_statement_or_one_wrong_row_fail(tmp_path: Path) -> None:
+    """The Settlements sheet is graded row by row: one transfer given its twin's trade (the
+    same amount) fails the package, and so does the last turn's desk corrections ignored."""
+    built = built_of(FAMILY, HARD)
+    workspace = run_reference(built, tmp_path / "ref")
+    assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") == 1.0
+    close = draw_close(HARD.rng("ledger"))
+    a = close.desk.swaps[0][0]
+    book = load_workbook(workspace / XLSX)
+    for row in book["Settlements"].iter_rows(min_row=2):
+        if row[0].value == a:  # what the desk said before its correction
+            row[1].value = close.desk.remittances[a].trades[0]
+    book.save(workspace / XLSX)
+    assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") <= 0.5
