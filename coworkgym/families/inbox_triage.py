@@ -13,10 +13,11 @@ wrong latest message) and closes threads with a customer's "resolved".
 Later user turns either replace the mbox with a later export (a thread resolved, a new
 incident) or add a requirement: replies to gold customers copy their account manager.
 
-The ``hard`` tier is its own design (``inbox_triage_hard``, which says why it is hard): a
-large, messy inbox, response targets in business hours, a handover queue built on the
-triage, contradictions settled only by asking, and later exports that change what only
-re-reading shows.
+The ``hard`` tier is its own design (``inbox_triage_hard``, which says why it is hard): an
+inbox too large to see at once whose category, order and closing are decided by what the
+customers mean (not by keywords), response targets in business hours, a handover queue
+built on the triage, contradictions settled only by asking, and later exports that change
+what only re-reading shows.
 """
 
 from __future__ import annotations

@@ -1,56 +1,69 @@
-"""The ``hard`` tier of inbox_triage: a support inbox too large and too messy to read by eye,
-a policy whose rules chain into one another, and three turns that build on each other.
+"""The ``hard`` tier of inbox_triage: a support inbox that must be *read*, too large to see
+at once, a policy whose rules chain into one another, and three turns that build on each
+other.
 
-What the agent gets: ``inbox.mbox`` (25 threads and about 55 messages, shuffled, from
-customers in five time zones; bodies in plain text, quoted-printable, base64 and
-multipart/alternative with HTML; two messages exported twice; out-of-office replies; some
-customers set ``Reply-To``), ``contacts.csv`` (12 customers with an ``updated`` date),
-``triage_policy.md`` (threads, categories with a security class above incidents,
-waiting, priority with escalation of chased threads, service hours with a closed day,
-response targets counted in business hours, the reply address, the handover queue) and
-``rota.csv`` (who works the early and the late shift, and each day's lead).
+What the agent gets: ``inbox.mbox`` (56 customer threads and 3 newsletters, about 150
+messages, shuffled, from customers in five time zones; bodies in plain text,
+quoted-printable, base64 and multipart/alternative with HTML; replies quote the whole
+message they answer; two messages exported twice; out-of-office replies; some customers set
+``Reply-To``), ``contacts.csv`` (12 customers with an ``updated`` date),
+``triage_policy.md`` and ``rota.csv`` (who works the early and the late shift, and each
+day's lead).
 
-Why it is hard — what a careful agent must do, turn by turn:
+Meaning, not keywords. Three fields of every thread are decided by what the customer
+*means*, and every text is written from a structured truth (``Meaning``, kept by the draft
+and never derived from the text; phrasing banks in ``inbox_triage_texts``, eight or more
+paraphrases per meaning, drawn per seed):
 
-1. *First request* (``triage.json`` and ``drafts.mbox``). Read the policy end to end and
-   notice that it gives the business hours twice, 08:00–18:00 under "Service hours" and
-   09:00–17:00 under "Response targets"; read ``contacts.csv`` and notice a gold customer
-   listed a second time, in an older row with the other tier and manager, last in the file.
-   Neither is settled by the rules: ask the user (two questions; the answers are 08:00–18:00
-   and "the row updated last is current"). Parse the mbox with a mail library, not grep:
-   keywords hide in base64 bodies, quoted lines (``>``) carry a "resolved" that does not
-   close the thread, automatic replies must be dropped before the latest message, the
-   chasers and ``References`` are taken, and duplicates count once. Then a dependent chain
-   per thread: category by precedence → tier → priority → escalation when the customer wrote
-   twice since our last reply → when it started waiting → the due time in business hours
-   (weekend, the closed day, opening and closing times, office time) → breached at the
-   export's time → the draft's recipient (``Reply-To``), ``In-Reply-To`` and ``References``.
-   Write both files and check a few threads by hand.
-2. *The handover* (a changed requirement, working from turn 1's output). Write
-   ``queue.csv`` from the triage — the waiting threads ordered by due time, each assigned
-   by ``rota.csv`` to the shift in which it falls due (13:00 and 18:00 belong to the late
-   shift) or, when breached, to the lead of the export's day — and put gold customers'
-   account managers in ``Cc`` of their drafts. Re-read the policy's handover section and the
-   rota; update the drafts; check the queue against the triage.
-3. *Later exports* (input replaced). The user says only that the inbox and the contacts were
-   exported again, hours later. Re-reading shows what changed: a thread resolved (in a
-   base64 body), one chased again (escalated: a new priority and due time), one answered by
-   a colleague (its draft must go), an auto-reply, a new thread, later export time (more
-   threads breached, so other assignees), and a customer upgraded to gold by a new row
-   *last* in the file, its older row kept — the user's answer from turn 1 settles it, but a
-   reader keeping the first (or the last) row gets one of the two customers wrong. All
-   three deliverables must be redone consistently.
+- the category: what the first message asks of us now (security, incident, refund,
+  billing, request). Around the plain statement sit distractors a keyword script takes
+  for the category: another category denied ("I'm not asking for my money back"), a past
+  event mentioned in passing, an older mail forwarded below the new question, a
+  signature line or a company footer ("treat any such request as phishing");
+- the order the thread concerns (``NW-`` and five digits): an earlier order mentioned in
+  passing, a customer account in a signature, a forwarded mail's number, and corrections
+  in a later message ("sorry, wrong number: it is …") replace the first one;
+- whether the thread waits: a customer closes the matter in one of nine phrasings ("please
+  ignore this one, we sorted it out"), while follow-ups that say "resolved" or "closed"
+  ("is this resolved on your side?") and our quoted "should be resolved now" close
+  nothing.
 
-The fewest tool calls a careful agent needs, as estimated by reading a package as the agent
-sees it: turn 1 about 10 (list, read the policy, the contacts and the rota, inspect the mbox
-with a parser, ask twice, write the script, run it, spot-check, finish), turn 2 about 6
-(re-read the handover section and the rota, extend the script, run, check the queue against
-the triage, finish), turn 3 about 5 (compare the new exports with the old, rerun, check,
-finish): over 20 in all, 7 a turn on average.
+The decoded bodies come to 130-170 thousand characters, over ten times what one tool
+result shows (``MAX_TOOL_OUTPUT``), so reading them takes a dozen calls or more and the
+agent must keep track of what it has read. A keyword script, naive or careful (quotes,
+forwards and signatures cut away), gets a tenth to a half of the threads fully right; the
+package needs all of them (the tests measure it).
+
+The chain on top, as before: priority from the category and the tier → escalation of
+chased threads → when the thread started waiting → the due time in business hours (a
+closed day) → breached at the export's time → the draft (``Reply-To``, ``In-Reply-To``,
+``References``). Two contradictions only the user settles, never volunteered: the policy
+gives the business hours twice (08:00-18:00 and 09:00-17:00), and ``contacts.csv`` lists a
+gold customer twice, the older row last.
+
+Turns, and the fewest tool calls a careful agent needs (estimated by reading a package as
+the agent sees it):
+
+1. *First request* (``triage.json`` with the category, order, priority, due and breached of
+   every thread, and ``drafts.mbox``): list and read the policy, the contacts and the rota
+   (3); inspect the mbox with a parser (1); read every thread, decoded, in twelve or more
+   slices (12+); ask the two questions (2); write down the judged fields per thread, script
+   the chain, run it, spot-check and finish (5): about 23.
+2. *The handover* (a changed requirement on turn 1's output): ``queue.csv`` from the
+   triage, each waiting thread assigned by the rota to the shift in which it falls due or,
+   breached, to the day's lead; gold customers' account managers in ``Cc``. Re-read the
+   handover section and the rota (2), extend the script (1), run (1), check the queue
+   against the triage (2), finish (1): about 7.
+3. *Later exports* (input replaced; the user says only that the inbox and the contacts
+   were exported again): find the new messages by Message-ID and read them (3) — a thread
+   closed by its customer (in base64), one chased again, an order number corrected, one
+   answered by a colleague, an auto-reply, a new thread whose forwarded older mail is of
+   another category — notice the upgraded customer's newer row last in the contacts (1),
+   update the judged fields (1), rerun (1), check (1), finish (1): about 8.
 
 Every rule is stated in the instruction or the policy, or answered by the user when asked;
-the verifier recomputes each value from the final inputs (``hard_triage``) and checks every
-thread's five fields, every draft and every queue row.
+the verifier recomputes each value from the final inputs and the truth (``hard_triage``)
+and checks every thread's six fields, every draft and every queue row.
 """
 
 from __future__ import annotations
@@ -71,16 +84,15 @@ from ..package.cowork import Signal, UserState
 from . import inbox_triage_texts as texts
 from .base import Reading
 from .common import (
-    CHECK_PRELUDE,
     NEVER,
     FamilyParams,
     after_reply,
     input_turn,
     parse_csv,
-    python_solution,
     requirement_turn,
     write_csv,
 )
+from .inbox_triage_hard_scripts import CHECK_QUEUE, SOLVE, expected_queue
 
 INBOX, CONTACTS, POLICY, ROTA = "inbox.mbox", "contacts.csv", "triage_policy.md", "rota.csv"
 TRIAGE, DRAFTS, QUEUE = "triage.json", "drafts.mbox", "queue.csv"
@@ -807,11 +819,12 @@ corrected number is the thread's order. Other numbers (an earlier order mentione
 a customer account in a signature, a forwarded older mail's order) are not.
 
 ## Waiting for a reply
-A thread waits for a reply unless it is a newsletter, its latest message was sent by us
-({US}), or in its latest message the customer tells us they need nothing more from us on
-this matter (it works again, they sorted it out, we may close it). Quoted lines (starting
-with `>`, below "… wrote:") repeat an earlier message and do not count; a customer who
-asks whether it is resolved, or says it is still not fixed, still waits.
+A thread waits for a reply unless it is a newsletter, its latest message was sent by
+us ({US}), or in its latest message the customer tells us
+they need nothing more from us on this matter (it works again, they sorted it out, we may
+close it). Quoted lines (starting with `>`, below "… wrote:") repeat an earlier message
+and do not count; a customer who asks whether it is resolved, or says it is still not
+fixed, still waits.
 
 ## Priority
 Only threads waiting for a reply have one; the others have priority `none`.
@@ -927,159 +940,20 @@ def user() -> UserState:
     )
 
 
-# ---- the reference solution ---------------------------------------------------------------
-
-SOLVE = python_solution(
-    "thread the mbox, read what each customer means (category, order, closing the matter: "
-    "known here), triage each thread by the policy (service hours 08:00-18:00, the contact "
-    "row updated last: the user's answers), draft the replies, write the handover queue.",
-    r"""import csv, json, mailbox, os
-from datetime import date, datetime, timedelta, timezone
-from email.message import EmailMessage
-from email.utils import getaddresses, parsedate_to_datetime
-
-turn = int(os.environ.get("COWORK_TURN", "0"))
-QUEUE_FROM, EXPORT_FROM = int("__QUEUE_FROM_TURN__"), int("__EXPORT_FROM_TURN__")
-export = datetime.fromisoformat(
-    "__LATER_EXPORT__" if turn >= EXPORT_FROM else "__FIRST_EXPORT__")
-closed = date.fromisoformat("__CLOSED__")
-office = timezone(timedelta(hours=1))
-US = "support@northwind-it.example"
-# what each message means (category, order given, closes the matter), as read by a person
-TRUTH = json.loads(r'''__TRUTH__''')
-
-contacts = {}
-for r in csv.DictReader(open("contacts.csv", newline="")):
-    if r["domain"] not in contacts or r["updated"] >= contacts[r["domain"]]["updated"]:
-        contacts[r["domain"]] = r
-rota = {r["date"]: r for r in csv.DictReader(open("rota.csv", newline=""))}
-
-def addr(value):
-    found = getaddresses([value or ""])
-    return found[0][1].lower() if found else ""
-
-messages = {}
-for m in mailbox.mbox("inbox.mbox"):
-    messages.setdefault(m["Message-ID"].strip(), m)
-def root(mid):
-    refs = (messages[mid]["References"] or messages[mid]["In-Reply-To"] or "").split()
-    return refs[0] if refs and refs[0] in messages else mid
-threads = {}
-for mid, m in messages.items():
-    if (m["Auto-Submitted"] or "no").strip().lower() == "no":
-        threads.setdefault(root(mid), []).append(m)
-
-def due_after(start, hours):
-    t, left = start.astimezone(office), timedelta(hours=hours)
-    while True:
-        opens = t.replace(hour=8, minute=0, second=0)
-        closes = t.replace(hour=18, minute=0, second=0)
-        if t.weekday() > 4 or t.date() == closed or t >= closes:
-            t = opens + timedelta(days=1)
-            continue
-        t = max(t, opens)
-        if left <= closes - t:
-            return t + left
-        left -= closes - t
-        t = opens + timedelta(days=1)
-
-result, queue = {}, []
-if os.path.exists("drafts.mbox"):
-    os.remove("drafts.mbox")
-drafts = mailbox.mbox("drafts.mbox")
-for rid, msgs in sorted(threads.items()):
-    msgs.sort(key=lambda m: parsedate_to_datetime(m["Date"]))
-    first, last = msgs[0], msgs[-1]
-    ids = [m["Message-ID"].strip() for m in msgs]
-    category = "newsletter" if first["List-Unsubscribe"] else TRUTH[rid][0]
-    orders = [TRUTH[i][1] for i in ids if i in TRUTH and TRUTH[i][1]]
-    contact = contacts.get(addr(first["From"]).split("@")[1], {})
-    gold = contact.get("tier") == "gold"
-    closes = ids[-1] in TRUTH and TRUTH[ids[-1]][2]
-    needs = category != "newsletter" and addr(last["From"]) != US and not closes
-    entry = {"category": category, "order": orders[-1] if orders else None,
-             "priority": "none", "reply_needed": needs, "due": None, "breached": False}
-    if needs:
-        ours = [n for n, m in enumerate(msgs) if addr(m["From"]) == US]
-        since = msgs[ours[-1] + 1:] if ours else msgs
-        level = 1 if category == "security" or (category == "incident" and gold) else (
-            2 if category == "incident" or gold else 3)
-        if len(since) >= 2:
-            level = max(1, level - 1)
-        due = due_after(parsedate_to_datetime(since[0]["Date"]), {1: 4, 2: 8, 3: 16}[level])
-        entry.update(priority=f"P{level}", breached=due < export,
-                     due=due.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-        local = due.astimezone(office)
-        day = rota[export.astimezone(office).date().isoformat()]
-        who = day["lead"] if entry["breached"] else rota[local.date().isoformat()][
-            "late" if local.hour >= 13 else "early"]
-        queue.append([rid, contact.get("company", ""), entry["priority"], entry["due"], who])
-        reply = EmailMessage()
-        reply["From"] = US
-        reply["To"] = addr(last["Reply-To"] or last["From"])
-        if turn >= QUEUE_FROM and gold:
-            reply["Cc"] = contact["account_manager"]
-        subject = first["Subject"]
-        reply["Subject"] = subject if subject.lower().startswith("re:") else "Re: " + subject
-        reply["In-Reply-To"] = last["Message-ID"]
-        reply["References"] = " ".join(m["Message-ID"].strip() for m in msgs)
-        reply.set_content("Hello,\n\nThank you for your message; we are looking into it.\n")
-        drafts.add(reply)
-    result[rid] = entry
-drafts.flush()
-json.dump({"threads": result}, open("triage.json", "w"), indent=2)
-if turn >= QUEUE_FROM:
-    with open("queue.csv", "w", newline="") as f:
-        out = csv.writer(f, lineterminator="\n")
-        out.writerow(["thread", "company", "priority", "due", "assignee"])
-        out.writerows(sorted(queue, key=lambda r: (r[3], r[0])))
-""",
-)
-
-
-CHECK_QUEUE = (
-    CHECK_PRELUDE
-    + r'''
-import csv
-
-expected = json.loads((Path(__file__).parent / "expected_queue.json").read_text())
-path = ws / "queue.csv"
-if not path.is_file():
-    report(0.0, "queue.csv is missing")
-columns = ["thread", "company", "priority", "due", "assignee"]
-try:
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if [c.strip() for c in reader.fieldnames or []] != columns:
-            report(0.0, f"queue.csv columns are {reader.fieldnames}, not {columns}")
-        rows = [[(r.get(c) or "").strip() for c in columns] for r in reader]
-except Exception as exc:  # a malformed table scores 0, it does not crash the verifier
-    report(0.0, f"queue.csv does not parse: {exc!r}")
-good = sum(1 for got, want in zip(rows, expected) if got == want)
-total = max(len(rows), len(expected))
-wrong = [f"row {n}: {got} (want {want})" for n, (got, want) in
-         enumerate(zip(rows, expected), start=1) if got != want]
-if len(rows) != len(expected):
-    wrong.append(f"{len(rows)} rows, want {len(expected)}")
-score = good / total if total else 1.0
-report(score, "; ".join(wrong[:4]) or f"all {good} rows right, in order")
-'''
-)
-
-
-def expected_queue(rows: Sequence[Sequence[str]]) -> bytes:
-    return (json.dumps([list(r) for r in rows], indent=2) + "\n").encode()
-
-
 __all__ = [
     "CHECK_QUEUE",
     "QUEUE",
     "ROTA",
     "HardDraft",
+    "Meaning",
     "Thread",
     "business_due",
     "draft_hard",
+    "expected_queue",
     "final_export",
     "hard_triage",
     "queue_rows",
+    "readings",
+    "thread_messages",
+    "truth_of",
 ]
