@@ -28,9 +28,10 @@ paraphrases per meaning, drawn per seed):
   ("is this resolved on your side?") and our quoted "should be resolved now" close
   nothing.
 
-The decoded bodies come to 130-170 thousand characters, over ten times what one tool
-result shows (``MAX_TOOL_OUTPUT``), so reading them takes a dozen calls or more and the
-agent must keep track of what it has read. A keyword script, naive or careful (quotes,
+The decoded bodies come to 180-215 thousand characters, 15 to 18 times what one tool
+result shows (``MAX_TOOL_OUTPUT``); without the quotes and the second copies still 80-90
+thousand. Reading them takes a dozen calls or more, and the agent must keep track of what
+it has read. A keyword script, naive or careful (quotes,
 forwards and signatures cut away), gets a tenth to a half of the threads fully right; the
 package needs all of them (the tests measure it).
 

@@ -111,6 +111,40 @@ CONCERNS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Details a customer adds to the concern (words of its own category only, or none).
+DETAILS: dict[str, tuple[str, ...]] = {
+    "security": (
+        "We have already asked everyone to change their passwords.",
+        "Nobody here has given permission for this.",
+        "Our managing partner is very worried about client confidentiality.",
+        "We have not told our clients yet and would like your advice first.",
+    ),
+    "incident": (
+        "It affects about a dozen people here.",
+        "We first noticed it at around half past seven.",
+        "Restarting our own machines made no difference.",
+        "Colleagues at home see the same thing.",
+    ),
+    "refund": (
+        "The card statement shows the amount clearly.",
+        "We can send the courier's receipt if you need it.",
+        "Our finance officer would like it back before the month closes.",
+        "Nothing else on the order is affected.",
+    ),
+    "billing": (
+        "Our accounts team closes the month on Friday.",
+        "Everything else on it looks right to us.",
+        "The copy in the portal shows the same.",
+        "The purchase order on our side has the right figures.",
+    ),
+    "request": (
+        "There is no rush, any day this week or next is fine.",
+        "Our office manager can let your engineer in.",
+        "We are happy to pay the usual rate for this.",
+        "Please let us know if you need anything from us first.",
+    ),
+}
+
 # A sentence that says the thread is NOT about a category (a keyword script reads the word).
 DENIALS: dict[str, tuple[str, ...]] = {
     "security": (
@@ -175,6 +209,12 @@ CONTEXT = (
     "We moved into the new building in January.",
     "Most of us are in the office from nine.",
     "Our director asked me to follow this up personally.",
+    "Our reception desk is staffed from half past eight if you need to reach someone.",
+    "We have a board meeting on Thursday, so I would like this settled before then.",
+    "Please reply to this address rather than to my colleague's; she is part-time.",
+    "Our auditors are in next week, which is why I am tidying everything up now.",
+    "I tried your phone line first, but it was busy for a long time.",
+    "If anything is unclear, my mobile number is in the signature below.",
 )
 
 FORWARD_NOTES = (
@@ -296,9 +336,10 @@ def first_body(
     ``order_trap`` (earlier, signature, forwarded or none) another order number."""
     misleading = [c for c in CATEGORIES if c != category and c != "request"]
     decoy = rng.choice(misleading)
-    context = rng.sample(CONTEXT, 4)
-    before, after = context[:2], context[2:]
+    context = rng.sample(CONTEXT, 6)
+    before, after = context[:3], context[3:]
     concern = rng.choice(CONCERNS[category]).format(order=order)
+    details = rng.sample(DETAILS[category], 2)
     if category_trap == "denial":
         (before if rng.random() < 0.5 else after).insert(0, rng.choice(DENIALS[decoy]))
     elif category_trap == "past":
@@ -312,7 +353,7 @@ def first_body(
         extra = rng.choice(SIGNATURE_LINES[decoy])
     elif order_trap == "signature":
         extra = f"Customer account {other}"
-    body = "\n\n".join(["Hello,", " ".join([*before, concern]), " ".join(after),
+    body = "\n\n".join(["Hello,", " ".join([*before, concern, *details]), " ".join(after),
                         "Kind regards,", signature(rng, contact, company, domain, extra)])
     if category_trap == "forwarded" or order_trap == "forwarded":
         older = rng.choice(CONCERNS[decoy if category_trap == "forwarded" else category])
@@ -330,7 +371,7 @@ def reply_body(rng: random.Random, text: str, signer: str, company: str, domain:
         own = "\n\n".join(["Hello,", text, "Best regards,",
                            f"{signer}\nSupport team, {company}\nPhone +44 20 7946 0000"])
     else:
-        own = "\n\n".join(["Hello,", " ".join([text, *rng.sample(CONTEXT, 2)]),
+        own = "\n\n".join(["Hello,", " ".join([text, *rng.sample(CONTEXT, 3)]),
                            "Kind regards,", signature(rng, signer, company, domain)])
     return f"{own}\n\n{previous_sender} wrote:\n{quote(previous)}"
 
