@@ -1,22 +1,39 @@
 """The ``hard`` tier of ledger_reconciliation: a year-end close of the fund's cash account
-under a written policy, in three turns that build on each other, with a different set of
-problems in every seed.
+under a written policy, in three turns that build on each other, where which trade a
+transfer settles is decided by what the brokers' settlement desks *say*, and a different set
+of problems in every seed.
 
-The workspace: ``bank.csv`` (the custodian's statement: an opening line, debit/credit
-columns with thousands separators, a running balance, lines that run ten days past the
-period end), ``books.csv`` (our ledger export, which runs as far), ``policy.md`` (the period,
-the opening balance, how ids match, how differences are classified, the limit past which an
-unsettled entry goes to the accountant, which account each adjusting entry goes to, the
-reconciliation statement), ``accounts.xlsx`` (the chart of accounts, a closed account among
-the active ones) and ``import_spec.md`` (the ledger system's journal import format). Three to
-five symbols (four before 2004) traded three to five times a month: 110 to 320 lines a side.
+The workspace: ``bank.csv`` (the custodian's statement: an opening line, the bank's ``ref``
+per transfer, debit/credit columns with thousands separators, a running balance, lines that
+run ten days past the period end), ``notes.md`` (about a hundred messages from the desks
+and the bank, ``ledger_reconciliation_notes``), ``books.csv`` (our ledger export, which runs
+as far), ``policy.md`` (the period, the opening balance, how ids match and what the notes
+decide, how differences are classified, the limit past which an unsettled entry goes to the
+accountant, which account each adjusting entry goes to, the reconciliation statement),
+``accounts.xlsx`` (the chart of accounts, a closed account among the active ones) and
+``import_spec.md`` (the ledger system's journal import format). Four or five symbols traded
+five to seven times a month (more often with four): 250 to 450 statement lines.
 
-What varies by seed (``draw_plan``): how many trades and symbols; how many of the books'
-amounts are mistyped (digits transposed) or keyed with the side reversed; two or three
-statement lines at an amount the deal does not give (the bank's error); one to four trades
-booked in the last days (outstanding) and some after the end; which bank charges occur and
-how often; and two or three of four problems that ``policy.md`` leaves open and only the
-user settles, each visible in the data to a careful reader and each a separate question:
+What only reading settles (``ledger_reconciliation_notes``): 70 to 90 transfers show a blank
+id or another trade's id and the broker's name instead of the deal; the desk's message says
+which trade(s) each settles, in phrasings drawn per message (``ledger_reconciliation_texts``),
+framed by distractors a keyword script trips on — another trade named first only to be
+denied, a slip corrected after it, a past trade in a PS, an old question quoted above the
+answer, a forwarded message below it, an earlier note withdrawn by a later one. Amounts do
+not settle it: a third of the trades repeat an earlier deal of their month (the same
+amount), a few transfers pay two trades, the books mistype some amounts. The bank's refunds
+show only "Refund" and the like; its message says which charge each returns (the entry's
+account), sometimes denying another. Every meaning is stated plainly in its message and
+drawn before the text is written; the verifier and the reference solution take it from the
+seed (``final_truth``), never from the text.
+
+What else varies by seed (``draw_plan``): how many trades and symbols; how many of the
+books' amounts are mistyped (digits transposed) or keyed with the side reversed; two or
+three statement lines at an amount the deal does not give (the bank's error); one to four
+trades booked in the last days (outstanding) and some after the end; which bank charges
+occur and how often; and two or three of four problems that ``policy.md`` leaves open and
+only the user settles, each visible in the data to a careful reader and each a separate
+question:
 
 - the statement posts a trade a second time (the later line is the bank's error);
 - a settlement "less commission" (by the policy's letter a bank error; the user: the
@@ -25,46 +42,39 @@ user settles, each visible in the data to a careful reader and each a separate q
 - a trade in the books still unsettled past the policy's limit (the policy says to raise it;
   the user: it fell through, the books reverse it as a ``book_error``).
 
-Why hard is hard — what a careful agent must do:
+Why hard is hard — what a careful agent must do (the tool calls estimated by reading a
+hard:3 package as the agent receives it; the readable corpus is over ten times a tool
+result's limit, so seeing it takes many calls and the agent must track what it has read):
 
-- **Turn 1** (the Unmatched sheet, counts, both period-end balances): read the policy first
-  (period end, opening balance, the unsettled limit are only there); parse the split columns,
-  skip the opening line, leave out everything after the period end; recompute each
-  disagreeing trade from its deal (the books' transpositions and reversed sides are
-  ``book_error``, the bank's mistypes ``bank_error``); notice each open problem of this seed
-  and ask about each (one question each; the answers are not in any file); read the
-  statement's balance, compute the books'. About 10–14 tool calls: list, read policy, look at
-  both ledgers and the chart, script, run, inspect the differences (several kinds), ask two
-  or three times, rerun, check.
-- **Turn 2** (builds on turn 1): the Adjustments sheet (``bank`` and ``book_error`` rows
-  only, each mapped to an active account code in two hops, a commission to Broker
-  commissions, an unlisted line to the account the user named), the adjusted balances
-  (which agree only if turn 1 was right) and ``journal.csv`` in ``import_spec.md``'s format
-  (double entry: two lines per entry, numbered in id order, debit/credit by the cash
-  direction). About 6–8 calls: read the spec, edit, run, check the journal balances and the
-  statement, finish.
-- **Turn 3** (invalidates all three deliverables in ways only re-reading shows): the user
-  posted the journal (all but the entries it names as waiting for the broker: one keying
-  error, and the commission and the fallen-through trade where the seed has them, so what
-  only the user settles is still graded at the end; one bank fee keyed with the wrong sign,
-  which the message does not say), the bank sent a revised statement (it corrected one of
-  its mistyped lines, so that trade now matches; it adds an interest credit, and another
-  line of the kind the policy does not list where the seed has one) and the auditors
-  amended ``policy.md`` (interest now goes to another account; nothing says which line of
-  the file changed). Correcting lines share their entry's id, so an id now has several
-  book lines (the policy's sum rule), the slip is a ``book_error`` needing a new entry, the
-  new interest line takes the amended account, and ``journal.csv`` holds what remains to
-  post. About 6–9 calls: compare the three files with the old ones, read the amendment,
-  rerun, find the slip, check, regenerate the journal, finish.
+- **Turn 1** (the Unmatched and Settlements sheets, counts, both period-end balances): read
+  the policy, the statement's and the books' heads, then ``notes.md`` in eight or more
+  slices, judging each transfer's message (which trade, or two; a wrong id on the
+  statement; a later correction) and writing the mapping down; a script keyed on the first
+  or the last trade id a message names gets a quarter or more of the rows wrong (the tests
+  show), so the judgement is the agent's. Then the close as before: the period end, the
+  deals (now from the books' descriptions where the statement shows the broker), the open
+  problems asked one by one. About 17–22 calls.
+- **Turn 2** (builds on turn 1): the Adjustments sheet (a refund to the account of the
+  charge its message names, a commission to Broker commissions, an unlisted line to the
+  account the user named), the adjusted balances (which agree only if turn 1 was right) and
+  ``journal.csv`` in ``import_spec.md``'s format. About 7–9 calls: re-read the refunds'
+  messages, read the spec, edit, run, check the journal and the statement, finish.
+- **Turn 3** (invalidates all three deliverables in ways only re-reading shows): the journal
+  posted (all but the entries the user names as waiting; one bank fee keyed with the wrong
+  sign, which the message does not say), a revised statement (one of the bank's mistyped
+  lines corrected, an interest credit added, another unlisted line where the seed has one),
+  an amended ``policy.md`` (interest to another account) and new messages in ``notes.md``:
+  the desk had two transfers of the same amount the wrong way round (nothing else changes,
+  so only reading the new messages finds it). About 7–10 calls: compare the four files with
+  the old ones, read the new messages and the amendment, rerun, find the slip, check,
+  regenerate the journal, finish.
 
-Together about 22–31 tool calls for a careful agent; a script written for one seed misses
-another seed's problems (``draw_plan``), and each unasked question costs the final grade
-(the reference solution missing any one rule scores at most 0.5; with a guessed account for
-the unlisted line it falls below the pass mark, the tests show).
+Together about 31–41 tool calls for a careful agent; each Settlements row, each unasked
+question and each misread refund costs the final grade (one wrong item fails the package).
 
-Each difficulty is stated in the instruction, ``policy.md`` or ``import_spec.md``, or answered
-by the user when asked; each trap is declared on the family (``TaskFamily.traps``) and
-checked by the verifier with exact values from the final inputs.
+Each difficulty is stated in the instruction, ``policy.md``, ``notes.md`` or
+``import_spec.md``, or answered by the user when asked; each trap is declared on the family
+(``TaskFamily.traps``) and checked by the verifier with exact values.
 """
 
 from __future__ import annotations
@@ -935,12 +945,12 @@ def user(close: Close) -> UserState:
             "against the policy",
         ),
         Signal(
-            trigger="agent asks which trade a transfer without an id, or with a wrong id, settles",
+            trigger="agent asks what a bank transfer with a blank or mistyped reference pays for",
             reveals=f"the brokers' desks know their transfers better than I do: go by what "
             f"they wrote in {NOTES}",
         ),
         Signal(
-            trigger="agent asks which charge or fee a bank refund returns",
+            trigger="agent asks which charge or fee a refund gives back",
             reveals=f"the bank's message in {NOTES} says; I know nothing more about it",
         ),
         Signal(
@@ -953,7 +963,7 @@ def user(close: Close) -> UserState:
     if REPEATED in problems:
         signals.append(
             Signal(
-                trigger="agent asks about a trade or transaction id posted twice: a double, "
+                trigger="agent asks about something posted twice: a double, "
                 "duplicate, duplicated or repeated posting, line, entry or entries",
                 # about the statement only: the books' correcting lines follow policy.md
                 reveals=f"on the statement only the first line of a trade counts; a later "
