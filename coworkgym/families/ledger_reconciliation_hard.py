@@ -465,7 +465,8 @@ def draw_close(rng: random.Random) -> Close:
     )
     statement.sort(key=lambda s: (s.day, s.id))
     keep_out = {repeated.id, netted.id, fell_through.id if fell_through else ""}
-    statement, desk = plant_desk(statement, end, keep_out, rng)
+    booked_on = {line.id: line.day for line, _settles in booked}
+    statement, desk = plant_desk(statement, end, keep_out, booked_on, rng)
     statement, desk.refunds = plant_refunds(statement, start, end, bank_id + 20, rng)
     opening = round(rng.uniform(1_500_000, 2_500_000), 2)
     return Close(

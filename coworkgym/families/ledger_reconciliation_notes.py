@@ -17,7 +17,7 @@ some amounts, and the desk's messages name other trades in passing.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
 
@@ -120,12 +120,18 @@ def _twins(lines: Sequence[Line]) -> dict[str, list[str]]:
 
 
 def plant_desk(
-    statement: list[Line], end: date, keep_out: set[str], rng: random.Random
+    statement: list[Line],
+    end: date,
+    keep_out: set[str],
+    booked_on: Mapping[str, date],
+    rng: random.Random,
 ) -> tuple[list[Line], Desk]:
     """Draw the transfers the desks write about among the period's trade settlements (not
     ``keep_out``: the lines the open problems plant), merge a few pairs into one transfer,
     and draw every message's framing. Returns the statement with its lines' refs and
-    combined days, and the desk."""
+    combined days, and the desk. ``booked_on`` (id → the day the trade was booked) keeps
+    turn 3's corrections plausible: a transfer is never said to settle a trade booked after
+    it."""
     ids = [s.id for s in statement]
     eligible = [
         s
@@ -136,9 +142,24 @@ def plant_desk(
         and ids.count(s.id) == 1
     ]
     twins = _twins(eligible)
+    by_id = {s.id: s for s in eligible}
+    # turn 3's corrections: pairs of same-amount trades, each booked before the other's
+    # transfer, that the desk first gives the wrong way round
+    swappable = [
+        (a, b)
+        for a in sorted(twins)
+        for b in twins[a]
+        if a < b and booked_on[a] < by_id[b].day and booked_on[b] < by_id[a].day
+    ]
+    rng.shuffle(swappable)
+    swapped: list[tuple[str, str]] = []
+    wanted = rng.randint(*SWAPS)
+    for a, b in swappable:
+        if len(swapped) < wanted and not {a, b} & {i for p in swapped for i in p}:
+            swapped.append((a, b))
     paired = sorted({i for i, others in twins.items() if others})
     chosen: set[str] = set(rng.sample(paired, k=min(len(paired), 16)))
-    by_id = {s.id: s for s in eligible}
+    chosen |= {i for pair in swapped for i in pair}
     combined: list[tuple[str, str]] = []
     pool = sorted(set(by_id) - chosen)
     rng.shuffle(pool)
@@ -194,6 +215,7 @@ def plant_desk(
         other = rng.choice(candidates[:40]) if candidates else ""
         single = len(trades) == 1
         shown = other if single and other and rng.random() < WRONG_REFERENCE_SHARE else ""
+        shown = "" if key in {i for pair in swapped for i in pair} else shown
         withdrawn = (
             other if single and other and not shown and rng.random() < WITHDRAWN_SHARE else ""
         )
@@ -202,20 +224,7 @@ def plant_desk(
             ref, tuple(sorted(trades)), shown, story, other, withdrawn, texts.firm_name(rng)
         )
 
-    # turn 3: pairs of same-amount single transfers the desk had the wrong way round
-    amounts = {s.ref: s.amount for s in lines}
-    simple = sorted(ref for ref, r in remittances.items() if len(r.trades) == 1 and not r.shown)
-    swaps: list[tuple[str, str]] = []
-    used: set[str] = set()
-    wanted = rng.randint(*SWAPS)
-    for a in simple:
-        if len(swaps) >= wanted or a in used:
-            continue
-        partner = [b for b in simple if b != a and b not in used and amounts[b] == amounts[a]]
-        if partner:
-            b = rng.choice(partner)
-            swaps.append((a, b))
-            used |= {a, b}
+    swaps = [(ref_of[a], ref_of[b]) for a, b in swapped]
     return lines, Desk(remittances, {}, swaps)
 
 

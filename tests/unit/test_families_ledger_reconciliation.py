@@ -529,3 +529,20 @@ def test_settlements_read_from_the_statement_or_one_wrong_row_fail(tmp_path: Pat
             row[1].value = close.desk.remittances[a].trades[0]
     book.save(workspace / XLSX)
     assert reward(FAMILY, built, HARD, workspace, tmp_path / "ref") <= 0.5
+
+
+def test_the_last_turn_notes_correct_transfers_only_re_reading_finds() -> None:
+    """Turn 3's new messages give two same-amount transfers each other's trades: the
+    Settlements rows change for exactly those, and each is booked before its new transfer."""
+    for seed in range(6):
+        params = _hard(seed)
+        close = draw_close(params.rng("ledger"))
+        before = final_truth(params, revised=False).settled
+        after = final_truth(params, revised=True).settled
+        swapped = {ref for pair in close.desk.swaps for ref in pair}
+        assert swapped and {ref for ref in before if before[ref] != after.get(ref)} == swapped
+        notes = FAMILY.draft(params).turns[1].files[NOTES].decode()
+        assert all(after[ref] in notes.split(ref)[-1] for ref in swapped)
+        booked = {line.id: line.day for line in close.books}
+        days = {line.ref: line.day for line in close.statement}
+        assert all(booked[after[ref]] < days[ref] for ref in swapped)
