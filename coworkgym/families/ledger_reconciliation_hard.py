@@ -20,8 +20,10 @@ which trade(s) each settles, in phrasings drawn per message (``ledger_reconcilia
 framed by distractors a keyword script trips on — another trade named first only to be
 denied, a slip corrected after it, a past trade in a PS, an old question quoted above the
 answer, a forwarded message below it, an earlier note withdrawn by a later one. Amounts do
-not settle it: a third of the trades repeat an earlier deal of their month (the same
-amount), a few transfers pay two trades, the books mistype some amounts. The bank's refunds
+not settle it: two trades in five repeat an earlier deal of their month a day or two later
+(the same amount in the same settlement days), both transfers of 16 to 22 such pairs have
+no id, a few transfers pay two trades, the bank mistypes some amounts; matching amounts and
+dates settles about half the transfers (the tests show). The bank's refunds
 show only "Refund" and the like; its message says which charge each returns (the entry's
 account), sometimes denying another. Every meaning is stated plainly in its message and
 drawn before the text is written; the verifier and the reference solution take it from the
@@ -151,7 +153,7 @@ from .ledger_reconciliation_notes import (
 from .office import stable_office_bytes
 
 MONTHS = 12
-TWIN_SHARE = 0.3  # trades that repeat an earlier deal of their month and symbol
+TWIN_SHARE = 0.4  # trades that repeat an earlier deal of their month and symbol
 SETTLEMENT_DAYS = (1, 4)  # a trade reaches the statement this many days after it is booked
 RUNS_ON = 10  # days past the period end that the statement and the books' export run
 UNSETTLED_DAYS = 60  # policy.md: an entry unsettled longer goes to the accountant
@@ -393,13 +395,19 @@ def draw_close(rng: random.Random) -> Close:
     for y, m in months[:MONTHS]:
         last = calendar.monthrange(y, m)[1]
         for symbol in chosen:
-            deals: list[tuple[int, str]] = []
+            deals: list[tuple[int, tuple[int, str]]] = []  # (day, (shares, side))
             # fewer symbols (four before 2004) trade more often: the statement stays as long
             for _n in range(plan.trades_per_month + 5 - len(chosen)):
-                # a repeat of the month's earlier deal settles at the same amount: amounts
-                # alone cannot tell the two apart
-                again = rng.choice(deals) if deals and rng.random() < TWIN_SHARE else None
-                deals.append(trade(date(y, m, rng.randint(1, min(last, 28))), symbol, None, again))
+                # a repeat of an earlier deal of the month, booked a day or two after it,
+                # settles at the same amount in the same days: amounts and dates alone
+                # cannot tell the two apart
+                repeated_deal: tuple[int, str] | None = None
+                if deals and rng.random() < TWIN_SHARE:
+                    on, repeated_deal = rng.choice(deals)
+                    on = min(on + rng.randint(0, 2), last, 28)
+                else:
+                    on = rng.randint(1, min(last, 28))
+                deals.append((on, trade(date(y, m, on), symbol, None, repeated_deal)))
     for _n in range(plan.late_trades):  # booked in the last three days, settled after the end
         day, symbol = end - timedelta(days=rng.randint(0, 2)), rng.choice(chosen)
         trade(day, symbol, end + timedelta(days=rng.randint(*SETTLEMENT_DAYS)))

@@ -27,6 +27,7 @@ NOTES = "notes.md"
 SETTLEMENTS = "Settlements"
 REMITTANCES = (76, 90)  # transfers the desks write about, per seed
 COMBINED = (3, 5)  # of them, transfers paying two trades
+TWIN_PAIRS = (16, 22)  # of them, both transfers of a pair of same-amount trades
 REFUNDS = (3, 5)
 SWAPS = (1, 2)  # turn 3: pairs of transfers whose trades the desk had the wrong way round
 FEES = ("Account maintenance fee", "Wire fee", "Custody fee")
@@ -157,9 +158,14 @@ def plant_desk(
     for a, b in swappable:
         if len(swapped) < wanted and not {a, b} & {i for p in swapped for i in p}:
             swapped.append((a, b))
-    paired = sorted({i for i, others in twins.items() if others})
-    chosen: set[str] = set(rng.sample(paired, k=min(len(paired), 16)))
-    chosen |= {i for pair in swapped for i in pair}
+    chosen: set[str] = {i for pair in swapped for i in pair}
+    # both trades of a same-amount pair: the statement's other lines cannot single one out
+    pairs = [(a, b) for a in sorted(twins) for b in twins[a] if a < b]
+    rng.shuffle(pairs)
+    wanted_pairs = rng.randint(*TWIN_PAIRS)
+    for a, b in pairs:
+        if len(chosen) < 2 * wanted_pairs and not {a, b} & chosen:
+            chosen |= {a, b}
     combined: list[tuple[str, str]] = []
     pool = sorted(set(by_id) - chosen)
     rng.shuffle(pool)
