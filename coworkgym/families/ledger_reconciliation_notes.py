@@ -226,6 +226,8 @@ def plant_desk(
             other if single and other and not shown and rng.random() < WITHDRAWN_SHARE else ""
         )
         story = rng.choices(stories, weights)[0] if other else texts.PLAIN
+        if not single and story == texts.CORRECTED:  # "it is X" would name one of the two
+            story = texts.DENIED
         remittances[ref] = Remittance(
             ref, tuple(sorted(trades)), shown, story, other, withdrawn, texts.firm_name(rng)
         )
