@@ -847,7 +847,8 @@ We answer Monday to Friday, 08:00 to 18:00 office time (UTC+01:00). The office i
 ## Response targets
 A waiting thread started waiting at the first customer message since our latest message in
 the thread (its first message, if we have not written). It is due a reply this many
-business hours later, counted Monday to Friday, {OUTDATED_HOURS} office time:
+business hours later; business hours are our service hours, counted Monday to Friday,
+{OUTDATED_HOURS} office time:
 - `P1`: {TARGET_HOURS["P1"]} hours; `P2`: {TARGET_HOURS["P2"]} hours; `P3`: \
 {TARGET_HOURS["P3"]} hours.
 Counting starts when the thread started waiting, or at the next opening time if that was
@@ -864,7 +865,8 @@ waiting for a reply, ordered by `due` (earliest first), then by `thread`. `threa
 thread's name, `company` comes from `contacts.csv`, `priority` and `due` are those of the
 triage. `assignee`: a breached thread goes to the `lead` in `rota.csv` on the day the export
 was taken; any other thread to the person in `rota.csv` on the shift in which it falls due:
-`early` from 08:00 until 13:00, `late` from 13:00 to 18:00 (both included), office time.
+`early` from 08:00 until before 13:00, `late` from 13:00 to 18:00 (both included), office
+time: a thread due at exactly 13:00 is the late shift's.
 """
 
 

@@ -208,6 +208,11 @@ def test_the_business_hours_conflict_moves_due_times_and_asking_settles_it(
     drafted = _draft(seed)
     text = drafted.workspace[hard.POLICY].decode()
     assert "08:00 to 18:00" in text and hard.OUTDATED_HOURS in text
+    # a contradiction on the page, not two clocks a reader may take as meant: the targets
+    # section calls business hours the service hours, then gives other times (three blind
+    # players read the two as different clocks while the policy did not say so)
+    targets = text[text.index("## Response targets") :]
+    assert "business hours are our service hours" in " ".join(targets.split())
     assert "ask me which to trust" in drafted.instruction
     right = _triage(_final_files(seed), "later", seed)
     monkeypatch.setattr(hard, "OPENING", 9)
