@@ -453,7 +453,7 @@ class CalendarScheduling(TaskFamily):
 
     def verifier(self, built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
         if params.difficulty == "hard":
-            return hard.verifier(built)
+            return hard.verifier(built, params)
         inputs = built.final_inputs()
         meetings = parse_requests(inputs[REQUESTS])
         week = _week_from_inputs(inputs)

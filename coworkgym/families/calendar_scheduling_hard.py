@@ -53,8 +53,10 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import random
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -65,6 +67,7 @@ import openpyxl
 from ..package.assemble import BuilderOutput, UserTurn, VerifierOutput
 from ..package.cowork import Signal, TurnPatch, UserState
 from ..verifier.spec import Component, CsvValue, CustomScript, VerifierSpec
+from . import calendar_scheduling_mail as mail
 from .base import NEVER, FamilyDraft, FamilyParams, Reading, Trap, parse_csv, write_csv
 from .common import (
     CHECK_PRELUDE,
@@ -84,7 +87,7 @@ from .common import (
 )
 from .office import stable_office_bytes
 
-REQUESTS, PEOPLE_CSV, ROOMS, POLICY = "requests.csv", "people.csv", "rooms.xlsx", "policy.md"
+REQUESTS, PEOPLE_CSV, ROOMS, POLICY = mail.MAILBOX, "people.csv", "rooms.xlsx", "policy.md"
 SCHEDULE, INVITES, CHANGES = "schedule.json", "invites.ics", "changes.csv"
 EXPECTED = "expected_schedule.json"
 OFFICE_ZONE = "Europe/Paris"
@@ -143,6 +146,30 @@ TRAPS = (
             r"\bmoved to Chicago\b",
             r"\bdirectory is (out of date|outdated|stale|wrong)",
         ),
+    ),
+    Trap(
+        "two_lengths",
+        "a colleague mails another length for someone else's meeting (hard): the sender of "
+        "the request decides",
+        (
+            r"\bsender'?s? (length|word) (counts|stands|decides)",
+            r"\bignore (the )?(second|other|later) (mail|message|length)",
+            r"\b(lengths?|durations?) (differ|disagree|conflict)",
+        ),
+    ),
+    Trap(
+        "room_seats",
+        "facilities' mail gives a room another seat count than rooms.xlsx (hard)",
+        (
+            r"\bseat counts? (differ|disagree|conflict)",
+            r"\brooms\.xlsx is (out of date|outdated|stale|wrong)",
+            r"\b(facilities'?|the) (mail|note|message) is (wrong|outdated|out of date|stale)",
+        ),
+    ),
+    Trap(
+        "own_hours",
+        "a colleague signs with other working hours than people.csv gives (hard)",
+        (r"\bsignature\b", r"\bhours (differ|disagree|conflict)"),
     ),
     Trap(
         "series_from_earlier_weeks",
@@ -204,7 +231,8 @@ class Room:
 
 @dataclass(frozen=True)
 class Request:
-    """One line of requests.csv; attendees are emails and ``team:<name>`` aliases."""
+    """One meeting request as the truth has it (its mails say it in words); attendees are
+    emails and ``team:<name>`` aliases."""
 
     id: str
     title: str
@@ -268,42 +296,6 @@ def read_directory(data: bytes) -> Directory:
         hours[key] = (_minutes(start), _minutes(end))
         teams.setdefault(row["team"], []).append(key)
     return Directory(key_of, office, zone, hours, {t: tuple(k) for t, k in teams.items()})
-
-
-def requests_csv(requests: Sequence[Request]) -> bytes:
-    rows: list[dict[str, object]] = [
-        {
-            "id": r.id,
-            "title": r.title,
-            "attendees": ";".join(r.attendees),
-            "minutes": r.minutes,
-            "days": ";".join(r.days),
-            "priority": r.priority,
-            "after": r.after,
-            "updated": r.updated,
-        }
-        for r in requests
-    ]
-    columns = ["id", "title", "attendees", "minutes", "days", "priority", "after", "updated"]
-    return write_csv(rows, columns)
-
-
-def read_requests(data: bytes) -> list[Request]:
-    """The requests in file order; an id on several lines is the line updated last, at the
-    place of its first line (the user's answer when asked)."""
-    return [
-        Request(
-            id=r["id"],
-            title=r["title"],
-            attendees=tuple(r["attendees"].split(";")),
-            minutes=int(r["minutes"]),
-            days=tuple(r["days"].split(";")),
-            priority=int(r["priority"]),
-            after=r["after"],
-            updated=r["updated"],
-        )
-        for r in current_request_rows(data)
-    ]
 
 
 def current_request_rows(data: bytes) -> list[dict[str, str]]:
@@ -639,6 +631,8 @@ class Rules:
     back_to_back: bool = True  # a meeting may start the minute a busy event ends
     close_inclusive: bool = True  # a meeting may end exactly at 17:00
     zones: Mapping[str, str] = field(default_factory=dict)  # person → zone of their hours
+    seats: Mapping[str, int] = field(default_factory=dict)  # room → seats, the user's answer
+    hours: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # person → local hours
 
 
 @dataclass(frozen=True)
@@ -669,7 +663,7 @@ class World:
         return self._windows[key]
 
     def _window(self, person: str, day: date) -> Interval:
-        start, end = self.directory.hours[person]
+        start, end = self.rules.hours.get(person, self.directory.hours[person])
         zone = ZoneInfo(self.rules.zones.get(person, self.directory.zone[person]))
         midnight = datetime.combine(day, datetime.min.time(), zone)
         return (
@@ -683,6 +677,7 @@ def world_of(inputs: Mapping[str, bytes], rules: Rules, misreading: Misreading =
     calendars = {k: inputs[calendar_path(k)] for k in directory.zone}
     week = week_of(calendars.values())
     rooms, taken = read_rooms(inputs[ROOMS])
+    rooms = [replace(r, seats=rules.seats.get(r.name, r.seats)) for r in rooms]
     busy = {k: list(_busy(c, week, misreading)) for k, c in calendars.items()}
     return World(week, busy, directory, rooms, taken, rules)
 
@@ -890,10 +885,12 @@ def reschedule(
 
 @dataclass(frozen=True)
 class Task:
-    """What the text fixes beyond the files: the loop (turn 2), the answers the user gives."""
+    """What the text fixes beyond the files: the requests the mails state, the loop (turn
+    2), the answers the user gives (``rules``), whether a changed calendar comes."""
 
+    requests: tuple[Request, ...]  # in id order
     loop: Loop | None
-    remote: str  # the remote colleague, whose hours are in Chicago time
+    rules: Rules  # the remote colleague's zone, the room's seats and the hours the user says
     changes: bool  # a changed calendar (turn 3) is handled as the policy says
 
 
@@ -905,9 +902,9 @@ def expected(
 ) -> tuple[Plan, Plan | None]:
     """The schedule the user wants at the end, and (with a changed calendar) the one the
     changes were made to."""
-    rules = rules or Rules(zones={task.remote: CHICAGO})
+    rules = rules or task.rules
     world = world_of(s0, rules)
-    meetings = resolve(read_requests(s0[REQUESTS]), world.directory)
+    meetings = resolve(task.requests, world.directory)
     plan = book_meetings(world, meetings)
     assert plan is not None, "the draw guarantees every meeting a slot"
     if task.loop is not None:
@@ -930,6 +927,30 @@ def moved(before: Plan, after: Plan) -> list[str]:
 
 # ---- drafting ---------------------------------------------------------------------------------
 
+# What the files contradict, settled only by asking; a seed draws two or three.
+REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS = (
+    "remote_zone",
+    "two_lengths",
+    "room_seats",
+    "own_hours",
+)
+CONTRADICTIONS = (REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS)
+# Hours a colleague's signature may give instead of the directory's (local time, minutes).
+OTHER_HOURS = ((10 * 60, 16 * 60), (9 * 60, 15 * 60), (11 * 60, 17 * 60), (9 * 60, 16 * 60))
+
+
+@dataclass(frozen=True)
+class Contradictions:
+    """The seed's contradictions and how each is settled (the user's answers)."""
+
+    kinds: tuple[str, ...] = ()
+    # TWO_LENGTHS: the request, the other attendee who mails another length, that length
+    dispute: tuple[str, str, int] = ("", "", 0)
+    # ROOM_SEATS: the room, the seats facilities' mail gives, whether the mail is right
+    room: tuple[str, int, bool] = ("", 0, False)
+    # OWN_HOURS: the colleague, the hours their signature gives, whether the signature is right
+    hours: tuple[str, tuple[int, int], bool] = ("", (0, 0), False)
+
 
 @dataclass
 class Setting:
@@ -938,21 +959,46 @@ class Setting:
     calendars: dict[str, Calendar]
     rooms: list[Room]
     room_bookings: list[tuple[str, datetime, datetime]]
-    requests: list[Request]  # file order, the void line last
+    requests: list[Request]  # the truth, in id order
     remote: str
     lisbon: str
     loop: Loop
+    contradictions: Contradictions = Contradictions()
     changed: bytes = b""  # the turn-3 export of `changed_person`
     changed_person: str = ""
     called: str = ""  # the item the new call lands on (named by the user)
+    mailbox: bytes = b""  # requests.mbox, written once the week is accepted
+    wordings: list[mail.Wording] = field(default_factory=list)
+    statements: dict[str, mail.Statement] = field(default_factory=dict)
 
     def files(self) -> dict[str, bytes]:
         files = {calendar_path(k): ics(c) for k, c in self.calendars.items()}
         files[PEOPLE_CSV] = people_csv(self.people)
         files[ROOMS] = rooms_xlsx(self.rooms, self.room_bookings)
-        files[REQUESTS] = requests_csv(self.requests)
+        files[REQUESTS] = self.mailbox
         files[POLICY] = policy_md().encode()
         return files
+
+    def rules(self, misread: str = "") -> Rules:
+        """The rules the user's answers give; ``misread``: that contradiction settled the
+        other way."""
+        room, seats, mail_right = self.contradictions.room
+        person, hours, signature_right = self.contradictions.hours
+        return Rules(
+            zones={} if misread == REMOTE_ZONE else {self.remote: CHICAGO},
+            seats={room: seats} if room and mail_right != (misread == ROOM_SEATS) else {},
+            hours=({person: hours} if person and signature_right != (misread == OWN_HOURS) else {}),
+        )
+
+    def truth(self, misread: str = "") -> tuple[Request, ...]:
+        """The requests; ``misread == TWO_LENGTHS``: the other attendee's length taken."""
+        item, _other, minutes = self.contradictions.dispute
+        if misread != TWO_LENGTHS or not item:
+            return tuple(self.requests)
+        return tuple(replace(r, minutes=minutes) if r.id == item else r for r in self.requests)
+
+    def task(self, changes: bool, misread: str = "") -> Task:
+        return Task(self.truth(misread), self.loop, self.rules(misread), changes)
 
 
 def draw(params: FamilyParams) -> Setting:
@@ -960,6 +1006,7 @@ def draw(params: FamilyParams) -> Setting:
     for _attempt in range(400):
         setting = _draw_once(rng)
         if setting is not None and _accept(setting, rng):
+            write_mailbox(setting, params.rng("calendar-hard-mail"))
             return setting
     raise RuntimeError(f"no schedulable hard week for seed {params.seed}; widen the draw")
 
@@ -970,11 +1017,14 @@ def _draw_once(rng: random.Random) -> Setting | None:
     rng.shuffle(names)
     remote, lisbon = names[0][0], names[1][0]
     part_timer = names[2][0]
+    kinds = tuple(sorted(rng.sample(CONTRADICTIONS, rng.choice((2, 3)))))
     people = []
     for n, (key, name) in enumerate(names):
         office, zone = ("Paris", OFFICE_ZONE)
-        if key == remote:
+        if key == remote:  # the directory's New York is the contradiction; else it is right
             office, zone = ("New York", "America/New_York")
+            if REMOTE_ZONE not in kinds:
+                office, zone = ("Chicago", CHICAGO)
         elif key == lisbon:
             office, zone = ("Lisbon", "Europe/Lisbon")
         hours = (10 * 60, 16 * 60) if key == part_timer else (9 * 60, 17 * 60)
@@ -998,7 +1048,16 @@ def _draw_once(rng: random.Random) -> Setting | None:
     candidate = rng.choice(CANDIDATES)
     rooms = [Room(*r) for r in ROOM_TABLE]
     return Setting(
-        week, people, calendars, rooms, bookings, requests, remote, lisbon, Loop(candidate, panels)
+        week,
+        people,
+        calendars,
+        rooms,
+        bookings,
+        requests,
+        remote,
+        lisbon,
+        Loop(candidate, panels),
+        Contradictions(kinds),
     )
 
 
@@ -1156,9 +1215,7 @@ def _requests(
     order = sorted(range(MEETINGS), key=lambda i: (requests[i].priority, i))
     a, b = sorted(rng.sample(range(MEETINGS), 2), key=order.index)
     requests[b] = replace(requests[b], after=requests[a].id, days=_days_from(requests[a].days[0]))
-    void_of = rng.choice(requests)
-    minutes = rng.choice([m for m in (30, 45, 60, 90) if m != void_of.minutes])
-    return [*requests, replace(void_of, minutes=minutes, updated="2026-02-03")]
+    return requests
 
 
 def _days_from(day: str) -> tuple[str, ...]:
@@ -1166,42 +1223,78 @@ def _days_from(day: str) -> tuple[str, ...]:
 
 
 def _accept(setting: Setting, rng: random.Random) -> bool:
-    """Every meeting and the loop booked; each trap moves a booking; then the changed
-    calendar of turn 3 (a call on one booked meeting, a cancelled event reinstated under
-    another item) is drawn, and the policy's rebooking must differ from booking afresh."""
+    """Every meeting and the loop booked; each misreading of the calendars and each of the
+    seed's contradictions settled the other way moves a booking; then the changed calendar
+    of turn 3 (a call on one booked meeting, a cancelled event reinstated under another
+    item) is drawn, and the policy's rebooking must differ from booking afresh."""
     files = setting.files()
-    task = Task(setting.loop, setting.remote, changes=False)
-    right_rules = Rules(zones={setting.remote: CHICAGO})
-    try:
-        plan, _ = expected(files, files, task)
-    except AssertionError:
+    if _plain(files, setting.task(changes=False)) is None:
+        return False  # a week with no room for the meetings: no contradiction saves it
+    for kind in setting.contradictions.kinds:
+        if not _draw_contradiction(setting, files, kind, rng):
+            return False
+    plan = _booked(files, setting.task(changes=False))
+    if plan is None:
         return False
-    meetings = resolve(read_requests(files[REQUESTS]), read_directory(files[PEOPLE_CSV]))
-    first_only = {i: plan[i] for i in (m.id for m in meetings)}
+    first_only = {r.id: plan[r.id] for r in setting.requests}
+    truth = setting.task(changes=False)
     misread = [
-        _plain(files, Rules(), Misreading()),  # people.csv's New York hours
-        _plain(files, right_rules, Misreading(z_as_office=True)),
-        _plain(files, right_rules, Misreading(series_in_week_only=True)),
-        _plain({**files, REQUESTS: _last_line_wins(files[REQUESTS])}, right_rules, Misreading()),
+        _plain(files, truth, Misreading(z_as_office=True)),
+        _plain(files, truth, Misreading(series_in_week_only=True)),
+        *(_plain(files, setting.task(False, kind)) for kind in setting.contradictions.kinds),
     ]
     if any(m == first_only for m in misread):
         return False
-    bare = book_loop(world_of(files, right_rules), setting.loop, {})
+    bare = book_loop(world_of(files, truth.rules), setting.loop, {})
     if bare is None or all(bare[i] == plan[i] for i in setting.loop.ids):
         return False  # the loop must depend on turn 1's bookings
+    meetings = resolve(truth.requests, read_directory(files[PEOPLE_CSV]))
     return _draw_change(setting, files, plan, meetings, rng)
 
 
-def _plain(files: Mapping[str, bytes], rules: Rules, misreading: Misreading) -> Plan | None:
-    world = world_of(files, rules, misreading)
-    return book_meetings(world, resolve(read_requests(files[REQUESTS]), world.directory))
+def _draw_contradiction(
+    setting: Setting, files: Mapping[str, bytes], kind: str, rng: random.Random
+) -> bool:
+    """Draw how ``kind`` shows (which request, room or colleague; the other value; which
+    side the user takes) until settling it the other way moves a meeting."""
+    people = {p.key: p for p in setting.people}
+    for _try in range(6):
+        found = setting.contradictions
+        if kind == TWO_LENGTHS:
+            request = rng.choice([r for r in setting.requests if len(r.attendees) >= 2])
+            keys = [read_directory(files[PEOPLE_CSV]).key_of[e] for e in request.attendees]
+            minutes = rng.choice([m for m in (30, 45, 60, 90) if m != request.minutes])
+            found = replace(found, dispute=(request.id, rng.choice(keys), minutes))
+        elif kind == ROOM_SEATS:
+            room = rng.choice(setting.rooms)
+            seats = rng.choice([n for n in (2, 3, 4, 5, 6, 8) if n != room.seats])
+            found = replace(found, room=(room.name, seats, rng.random() < 0.5))
+        elif kind == OWN_HOURS:
+            person = rng.choice([k for k in people if k != setting.remote])
+            hours = rng.choice([h for h in OTHER_HOURS if h != people[person].hours])
+            found = replace(found, hours=(person, hours, rng.random() < 0.5))
+        setting.contradictions = found
+        if kind == REMOTE_ZONE or _moves(setting, files, kind):
+            return True
+    return False
 
 
-def _last_line_wins(data: bytes) -> bytes:
-    rows: dict[str, dict[str, str]] = {}
-    for row in parse_csv(data):
-        rows[row["id"]] = row
-    return write_csv(list(rows.values()), list(parse_csv(data)[0]))  # type: ignore[arg-type]
+def _moves(setting: Setting, files: Mapping[str, bytes], kind: str) -> bool:
+    right = _plain(files, setting.task(False))
+    return right is not None and _plain(files, setting.task(False, kind)) != right
+
+
+def _booked(files: Mapping[str, bytes], task: Task) -> Plan | None:
+    try:
+        plan, _ = expected(files, files, task)
+    except AssertionError:
+        return None
+    return plan
+
+
+def _plain(files: Mapping[str, bytes], task: Task, misreading: Misreading = CORRECT) -> Plan | None:
+    world = world_of(files, task.rules, misreading)
+    return book_meetings(world, resolve(task.requests, world.directory))
 
 
 def _draw_change(
@@ -1247,7 +1340,7 @@ def _draw_change(
         before = replace(old, events=s0_events)  # a cancelled event moves nothing in s0
         s0 = {**files, calendar_path(person): ics(before)}
         final = {**s0, calendar_path(person): ics(replace(old, events=new_events))}
-        task = Task(setting.loop, setting.remote, changes=True)
+        task = setting.task(changes=True)
         try:
             later, earlier = expected(s0, final, task)
         except AssertionError:
@@ -1268,6 +1361,77 @@ def _draw_change(
         )
         return True
     return False
+
+
+def write_mailbox(setting: Setting, rng: random.Random) -> None:
+    """``requests.mbox``: each request's thread, written from the truth with its drawn
+    distractors, the mails of the seed's contradictions, and a week of other office mail.
+    Everyone signs with their hours (the directory's, but for a colleague whose own hours
+    are one of the seed's contradictions)."""
+    found = setting.contradictions
+    directory = read_directory(people_csv(setting.people))
+    senders = {}
+    for p in setting.people:
+        hours = found.hours[1] if p.key == found.hours[0] else p.hours
+        senders[p.key] = mail.Sender(p.key, p.name, p.email, mail.hours_signature(*hours, rng))
+    titles = {r.id: r.title for r in setting.requests}
+    weights = mail.STORY_WEIGHTS
+    mails: list[mail.Mail] = []
+    for r in setting.requests:
+        team = r.attendees[0].removeprefix("team:") if r.attendees[0].startswith("team:") else ""
+        keys = list(directory.teams[team]) if team else [directory.key_of[e] for e in r.attendees]
+        disputed_by = found.dispute[1] if found.dispute[0] == r.id else ""
+        sender = rng.choice([k for k in keys if k != disputed_by])
+        others = [] if team else [k for k in keys if k != sender]
+        story = rng.choices(list(weights), weights=list(weights.values()))[0]
+        fixes_days = story in (mail.CORRECTED, mail.QUOTED, mail.FORWARDED) and rng.random() < 0.5
+        decoy_days: tuple[str, ...] = ()
+        if fixes_days:
+            decoy_days = rng.choice([d for d in _day_runs() if d != r.days])
+        outsiders = [p.key for p in setting.people if p.key not in keys]
+        wording = mail.Wording(
+            id=r.id,
+            title=r.title,
+            sender=sender,
+            attendees=tuple(others),
+            team=team,
+            minutes=r.minutes,
+            days=r.days,
+            priority=r.priority,
+            after_title=titles.get(r.after, ""),
+            story=story,
+            decoy_minutes=rng.choice([m for m in (30, 45, 60, 90) if m != r.minutes]),
+            decoy_days=decoy_days,
+            joined=rng.choice(others) if len(others) >= 2 and rng.random() < 0.4 else "",
+            left_out=rng.choice(outsiders) if outsiders and rng.random() < 0.4 else "",
+            unrelated_title=(
+                rng.choice([t for i, t in titles.items() if i != r.id])
+                if not r.after and rng.random() < 0.5
+                else ""
+            ),
+        )
+        start = mail.request_sent(setting.week, rng)
+        thread, said = mail.request_thread(wording, senders, start, rng)
+        mails += thread
+        if disputed_by:
+            later = start + timedelta(hours=rng.randint(2, 6))
+            mails.append(
+                mail.dispute_mail(wording, senders[disputed_by], found.dispute[2], later, rng)
+            )
+        setting.wordings.append(wording)
+        setting.statements[r.id] = said
+    if found.room[0]:
+        desk = mail.Sender("facilities", "Facilities Desk", f"facilities@{DOMAIN}")
+        sent = mail.request_sent(setting.week, rng)
+        mails.append(mail.seat_note(found.room[0], found.room[1], sent, desk, rng))
+    if found.hours[0]:  # the colleague writes at least once, signed with their own hours
+        mails += mail.noise([senders[found.hours[0]]], list(TITLES), setting.week, rng)[:1]
+    mails += mail.noise(list(senders.values()), list(TITLES), setting.week, rng)
+    setting.mailbox = mail.mbox(mails)
+
+
+def _day_runs() -> list[tuple[str, ...]]:
+    return [DAYS[a:b] for a in range(5) for b in range(a + 1, 6)]
 
 
 # ---- the text -----------------------------------------------------------------------------
@@ -1315,12 +1479,12 @@ meeting makes its room busy.
 
 ## 5. Booking order
 
-Book the requests of `{REQUESTS}` in priority order (1 first; within a priority, in file
-order). Attendees are emails or `team:<name>` (everyone of that team in `{PEOPLE_CSV}`).
-Each meeting goes in its earliest slot — the earliest allowed day, then the earliest time —
-where every attendee is free and a fitting room is free; a meeting with an `after` starts no
-earlier than the end of the meeting it names. A booked meeting makes its attendees busy for
-the bookings after it.
+Book the requests of `{REQUESTS}` in priority order (urgent first, then normal, then low;
+within a priority, by request id: M1 before M2). A request for a team is for everyone of
+that team in `{PEOPLE_CSV}`. Each meeting goes in its earliest slot — the earliest allowed
+day, then the earliest time — where every attendee is free and a fitting room is free; a
+meeting that must follow another starts no earlier than the end of the one it follows. A
+booked meeting makes its attendees busy for the bookings after it.
 
 ## 6. Changes after invitations went out
 
@@ -1343,15 +1507,21 @@ def instruction(week: date, changes: bool) -> str:
     return f"""\
 Please book the internal meetings of the week of {week:%A %d %B %Y}. Everything is in
 the workspace: the calendar exports in `calendars/`, the team directory `{PEOPLE_CSV}`,
-the rooms and their bookings in `{ROOMS}`, the requests in `{REQUESTS}` (attendees, the
-length in minutes, the weekdays allowed, a priority and an optional `after`) and our
+the rooms and their bookings in `{ROOMS}`, my mail of last week in `{REQUESTS}` and our
 scheduling policy, `{POLICY}`, which decides how to read the calendars, when a meeting may
 take place, which room it gets and in what order to book. Back-to-back is fine: a meeting
 may start the minute a busy event ends. A meeting ending exactly at 17:00 is fine.
 
+The meetings to book are the requests colleagues mailed me, each with its id in the
+subject (`[M1]` to `[M{MEETINGS}]`): who attends (the sender too, unless they say
+otherwise), how long it lasts, the days it may take, how urgent it is, and whether it must
+follow another meeting. A later message of the sender can change their request; the rest of
+the mailbox books nothing.
+
 Create:
 1. `{SCHEDULE}`: {{"meetings": {{"M1": {{"start": "YYYY-MM-DDTHH:MM", "end": "…",
-   "room": "…", "attendees": ["email", …]}}, …}}}} in office time, one entry per request.
+   "room": "…", "attendees": ["email", …]}}, …}}}} in office time, one entry per request
+   (`M1` to `M{MEETINGS}`).
 2. `{INVITES}`: a valid iCalendar file (`VERSION:2.0`, a `PRODID`) with one `VEVENT` per
    booking whose `UID` is its id, `SUMMARY` its title, `DTSTART`/`DTEND` its slot in office
    time (floating local time, `YYYYMMDDTHHMMSS`), `LOCATION` its room and `SEQUENCE:0`.
@@ -1394,8 +1564,70 @@ def change_message(setting: Setting) -> str:
 
 
 def user(setting: Setting) -> UserState:
-    remote = next(p for p in setting.people if p.key == setting.remote)
+    """The office manager: the answers every week needs, and one per contradiction this seed
+    has (asked about anything else, the user says nothing of them)."""
+    people = {p.key: p for p in setting.people}
+    remote = people[setting.remote]
     first = remote.name.split()[0]
+    found = setting.contradictions
+    signals = [
+        Signal(
+            trigger="agent asks about the time zone of the calendars",
+            reveals="office time is Paris time, UTC+01:00 all this week",
+        ),
+        Signal(
+            trigger="agent asks whether to edit, change or send the calendars or invitations",
+            reveals=f"never edit anyone's calendar; I send the invitations from {INVITES} myself",
+        ),
+    ]
+    if REMOTE_ZONE in found.kinds:
+        signals.append(
+            Signal(
+                trigger=f"agent asks where {first} works: {first}'s office, city or zone, "
+                "New York or Chicago",
+                reveals=f"{remote.name} works from our Chicago office: their working hours, "
+                f"{_hm(remote.hours[0])}–{_hm(remote.hours[1])}, are Chicago time "
+                "(America/Chicago)",
+            )
+        )
+    if TWO_LENGTHS in found.kinds:
+        item, other, _minutes = found.dispute
+        owner = people[next(w.sender for w in setting.wordings if w.id == item)]
+        own, theirs = owner.name.split()[0], people[other].name.split()[0]
+        signals.append(
+            Signal(
+                trigger=f"agent asks how long {item} lasts: {own} and {theirs} give two "
+                "lengths, durations or minutes",
+                reveals=f"{item} is {own}'s meeting, so {own}'s length stands; {theirs}'s "
+                "estimate does not count",
+            )
+        )
+    if ROOM_SEATS in found.kinds:
+        room, seats, mail_right = found.room
+        listed = next(r.seats for r in setting.rooms if r.name == room)
+        reveals = (
+            f"{room} seats {seats}: facilities counted the chairs last week"
+            if mail_right
+            else f"{room} seats {listed}, as {ROOMS} has it; facilities wrote about the old layout"
+        )
+        signals.append(
+            Signal(
+                trigger=f"agent asks how many seats {room} has: the room's capacity or chairs",
+                reveals=reveals,
+            )
+        )
+    if OWN_HOURS in found.kinds:
+        person, hours, own_right = found.hours
+        colleague = people[person]
+        name = colleague.name.split()[0]
+        a, b = hours if own_right else colleague.hours
+        signals.append(
+            Signal(
+                trigger=f"agent asks about {name}'s hours: when {name}'s day starts or ends, "
+                "directory or sign-off",
+                reveals=f"{colleague.name} works {_hm(a)}–{_hm(b)}, local time, these weeks",
+            )
+        )
     return UserState(
         persona="Office manager who books the team's internal meetings each week.",
         role="administrator",
@@ -1404,31 +1636,7 @@ def user(setting: Setting) -> UserState:
             "People who already have an invitation should be disturbed as little as possible.",
         ],
         knowledge_boundary=["does not know what the calendar app writes into the export"],
-        signal_plan=[
-            Signal(
-                trigger="agent asks about the time zone of the calendars",
-                reveals="office time is Paris time, UTC+01:00 all this week",
-            ),
-            Signal(
-                trigger=f"agent asks where {first} works: {first}'s office, city, zone "
-                "or working hours, New York or Chicago",
-                reveals=f"{remote.name} works from our Chicago office: his working hours, "
-                f"{_hm(remote.hours[0])}–{_hm(remote.hours[1])}, are Chicago time "
-                "(America/Chicago)",
-            ),
-            Signal(
-                trigger="agent asks about a meeting listed twice, on two lines or rows with "
-                "different lengths in minutes: duplicate, conflicting or contradicting requests",
-                reveals=f"when a meeting id has more than one line in {REQUESTS}, the line "
-                "with the latest `updated` date is the request (book it where the first of "
-                "its lines stands); the older lines do not count",
-            ),
-            Signal(
-                trigger="agent asks whether to edit, change or send the calendars or invitations",
-                reveals="never edit anyone's calendar; I send the invitations from "
-                f"{INVITES} myself",
-            ),
-        ],
+        signal_plan=signals,
     )
 
 
@@ -1444,7 +1652,9 @@ import openpyxl
 turn = int(os.environ.get("COWORK_TURN", "0"))
 with_loop = turn >= int(os.environ["LOOP_FROM_TURN"])
 changes = turn >= int(os.environ["CHANGES_FROM_TURN"])
-remote = os.environ["REMOTE"]  # the user's answer: he works from Chicago
+remote = os.environ["REMOTE"]  # the user's answer: they work from Chicago
+seats_said = dict(x.split("=") for x in os.environ["SEATS"].split(",") if x)  # room=seats
+hours_said = dict(x.split("=") for x in os.environ["HOURS"].split(",") if x)  # key=from-to
 panels = [p.split(",") for p in os.environ["PANELS"].split("/")]  # from the turn-2 message
 PARIS = ZoneInfo("Europe/Paris")
 DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri"]
@@ -1457,6 +1667,8 @@ people = {}
 for r in csv.DictReader(open("people.csv", newline="")):
     key = r["calendar"].split("/")[-1][:-4]
     a, b = r["working_hours"].split("-")
+    if key in hours_said:  # the user's answer: the colleague's own hours
+        a, b = hours_said[key].split("-")
     zone = "America/Chicago" if key == remote else r["time_zone"]
     people[key] = dict(email=r["email"], office=r["office"], zone=zone, team=r["team"],
                        hours=(to_min(a), to_min(b)))
@@ -1558,31 +1770,26 @@ monday += timedelta(days=7)
 busy = {k: busy_of(f"calendars/{k}.ics", monday) for k in people}
 
 wb = openpyxl.load_workbook("rooms.xlsx", read_only=True)
-rooms = [(str(n), int(s), v == "yes")
+rooms = [(str(n), int(seats_said.get(str(n), s)), v == "yes")
          for n, s, v in wb["Rooms"].iter_rows(min_row=2, values_only=True)]
 taken = {n: [] for n, _s, _v in rooms}
 for n, d, a, b, _by in wb["Bookings"].iter_rows(min_row=2, values_only=True):
     day = datetime.fromisoformat(str(d))
     taken[n].append((day + timedelta(minutes=to_min(a)), day + timedelta(minutes=to_min(b))))
 
-lines, place = [], {}
-for r in csv.DictReader(open("requests.csv", newline="")):
-    if r["id"] not in place:
-        place[r["id"]] = len(lines)
-        lines.append(r)
-    elif r["updated"] > lines[place[r["id"]]]["updated"]:
-        lines[place[r["id"]]] = r  # the user: the line updated last is the request
+# the requests as read from the mailbox (and the user's answer on a length two mails give)
+lines = json.loads(os.environ["REQUESTS"])
 meetings = []
 for n, r in enumerate(lines):
     who = []
-    for a in r["attendees"].split(";"):
+    for a in r["attendees"]:
         if a.startswith("team:"):
             keys = [k for k, v in people.items() if v["team"] == a[5:]]
         else:
             keys = [by_email[a]]
         who += [k for k in keys if k not in who]
     meetings.append(dict(id=r["id"], title=r["title"], people=sorted(who),
-                         minutes=int(r["minutes"]), days=r["days"].split(";"),
+                         minutes=int(r["minutes"]), days=r["days"],
                          priority=int(r["priority"]), after=r["after"], n=n))
 meetings.sort(key=lambda m: (m["priority"], m["n"]))
 
@@ -1721,6 +1928,9 @@ open("invites.ics", "w", newline="").write("\r\n".join(ics) + "\r\n")
     "CHANGES_FROM_TURN",
     "REMOTE",
     "PANELS",
+    "REQUESTS",
+    "SEATS",
+    "HOURS",
 )
 
 
@@ -1758,13 +1968,16 @@ def draft(params: FamilyParams) -> FamilyDraft:
             changes_from_turn=2 if "input_replaced" in kinds else NEVER,
             remote=setting.remote,
             panels="/".join(",".join(p) for p in setting.loop.panels),
+            requests=shlex.quote(json.dumps([_as_json(r) for r in setting.truth()])),
+            seats=",".join(f"{k}={v}" for k, v in setting.rules().seats.items()),
+            hours=",".join(f"{k}={a}-{b}" for k, (a, b) in _hours_said(setting).items()),
         ),
         user=user(setting),
         inputs=input_artifacts(
             {
                 **{p: "other" for p in inputs if p.startswith("calendars/")},
                 PEOPLE_CSV: "csv",
-                REQUESTS: "csv",
+                REQUESTS: "other",
                 ROOMS: "xlsx",
                 POLICY: "md",
             }
@@ -1778,21 +1991,35 @@ def draft(params: FamilyParams) -> FamilyDraft:
     )
 
 
-def _task(built: BuilderOutput) -> Task:
-    """The loop and the remote colleague, from the package (the turn-2 message names the
-    panels; the answer names the colleague); a changed calendar when an input turn comes."""
+def _as_json(request: Request) -> dict[str, object]:
+    return {
+        "id": request.id,
+        "title": request.title,
+        "attendees": list(request.attendees),
+        "minutes": request.minutes,
+        "days": list(request.days),
+        "priority": request.priority,
+        "after": request.after,
+    }
+
+
+def _hours_said(setting: Setting) -> dict[str, tuple[str, str]]:
+    """The user's answer on a colleague's own hours, as the reference's clock times."""
+    return {k: (_hm(a), _hm(b)) for k, (a, b) in setting.rules().hours.items()}
+
+
+def _task(built: BuilderOutput, params: FamilyParams) -> Task:
+    """The truth drawn again from the seed (the requests the mails state, the user's
+    answers), the loop the turn-2 message names, a changed calendar when an input turn
+    comes: nothing is read back from the mailbox."""
+    setting = draw(params)
     directory = read_directory(built.workspace[PEOPLE_CSV])
-    remote = next(
-        k
-        for k, office in directory.office.items()
-        if office != "Paris" and directory.zone[k].startswith("America/")
-    )
     loop = None
     for turn in built.turns:
         if turn.patch.kind == "requirement_changed":
             loop = parse_loop(turn.patch.message, directory)
     changes = any(t.patch.kind == "input_replaced" for t in built.turns)
-    return Task(loop, remote, changes)
+    return Task(setting.truth(), loop, setting.rules(), changes)
 
 
 SESSION_RE = re.compile(r"session \d with (.+?)(?=; session|\. Book)")
@@ -1806,9 +2033,9 @@ def parse_loop(message: str, directory: Directory) -> Loop:
     return Loop(candidate, tuple(tuple(sorted(directory.key_of[e] for e in p)) for p in panels))
 
 
-def verifier(built: BuilderOutput) -> VerifierOutput:
+def verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput:
     inputs = built.final_inputs()
-    task = _task(built)
+    task = _task(built, params)
     plan, before = expected(built.workspace, inputs, task)
     components: list[Component] = []
     shifted = moved(before, plan) if before is not None else []
@@ -1908,46 +2135,11 @@ def verifier(built: BuilderOutput) -> VerifierOutput:
 
 
 def readings(inputs: Mapping[str, bytes], turns: Sequence[TurnPatch]) -> list[Reading]:
-    """Back-to-back and ending at 17:00, each read the other way, for the meetings of turn
-    1 (the instruction settles both). A changed calendar leaves s0 unknown here, so a task
-    with one declares the readings of the meetings only as booked against the final inputs
-    when they agree with the rebooking (no reading otherwise)."""
-    if any(t.kind == "input_replaced" for t in turns):
-        return []
-    directory = read_directory(inputs[PEOPLE_CSV])
-    remote = next(
-        k
-        for k, office in directory.office.items()
-        if office != "Paris" and directory.zone[k].startswith("America/")
-    )
-    zones = {remote: CHICAGO}
-    base = _plain(inputs, Rules(zones=zones), Misreading())
-    apart = _plain(inputs, Rules(back_to_back=False, zones=zones), Misreading())
-    before = _plain(inputs, Rules(close_inclusive=False, zones=zones), Misreading())
-    found = []
-    for item in base or {}:
-        component = f"{item.lower()}_start"
-        found += [
-            Reading(
-                component=component,
-                subject="back-to-back",
-                values={"allowed": _text(base, item), "not allowed": _text(apart, item)},
-                phrases={
-                    "allowed": r"back-to-back (is|are) fine",
-                    "not allowed": r"no back-to-back",
-                },
-            ),
-            Reading(
-                component=component,
-                subject="17:00",
-                values={"inclusive": _text(base, item), "exclusive": _text(before, item)},
-                phrases={
-                    "inclusive": r"ending (exactly )?at 17:00 is fine",
-                    "exclusive": r"end before 17:00",
-                },
-            ),
-        ]
-    return found
+    """None: the requests are stated in the mailbox's words and the truth is drawn from the
+    seed, which the inputs alone do not give; the instruction and the policy state
+    back-to-back and the 17:00 end in the words the lower tiers' readings look for."""
+    del inputs, turns
+    return []
 
 
 def _text(plan: Plan | None, item: str) -> str | None:

@@ -1,7 +1,8 @@
 """The hard tier of calendar_scheduling: each difficulty it is built on is present in every
 draft, decides a checked value (the misreading books something else), and is fair —
-stated in the instruction or the policy, or answered by the user when asked, never given
-away."""
+stated in the instruction or the policy, written plainly in the mailbox, or answered by the
+user when asked, never given away. The requests are mails: a keyword reader of the
+mailbox books the wrong week, the reference (which knows the truth) passes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import csv
 import io
 import itertools
 import json
+import mailbox
+import re
+import subprocess
 import time
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -18,13 +22,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from coworkgym.families import calendar_scheduling_hard as hard
-from coworkgym.families.base import FamilyParams, parse_csv
+from coworkgym.families import calendar_scheduling_mail as mail
+from coworkgym.families import calendar_scheduling_texts as texts
+from coworkgym.families.base import FamilyParams
 from coworkgym.families.calendar_scheduling import CalendarScheduling
+from coworkgym.llm.tools import MAX_TOOL_OUTPUT
 from coworkgym.rollout.user import matches
 from tests.unit.test_families_meeting_notes import built_of, reward, run_reference
 
 FAMILY = CalendarScheduling()
 SEEDS = range(4)
+WIDE = range(6)  # seeds for the properties of the mailbox (cheap: no reference run)
 
 
 def _params(seed: int, turns: int = 3) -> FamilyParams:
@@ -36,7 +44,7 @@ def _setting(seed: int) -> hard.Setting:
 
 
 def _right(setting: hard.Setting) -> hard.Rules:
-    return hard.Rules(zones={setting.remote: hard.CHICAGO})
+    return setting.rules()
 
 
 def _answer(seed: int, question: str) -> str:
@@ -56,9 +64,14 @@ def test_drafts_are_deterministic_fast_and_too_large_to_eyeball(seed: int) -> No
     assert [t.files for t in a.turns] == [t.files for t in b.turns]
     calendars = [p for p in a.workspace if p.startswith("calendars/")]
     assert len(calendars) == 7
-    assert sum(a.workspace[p].count(b"BEGIN:VEVENT") for p in calendars) >= 100
+    assert sum(a.workspace[p].count(b"BEGIN:VEVENT") for p in calendars) >= 85
     assert {hard.PEOPLE_CSV, hard.ROOMS, hard.REQUESTS, hard.POLICY} <= set(a.workspace)
-    assert len(hard.read_requests(a.workspace[hard.REQUESTS])) == hard.MEETINGS
+    subjects = {m["subject"] for m in _mails(a.workspace[hard.REQUESTS])}
+    ids = {re.search(r"\[(M\d)\]", s).group(1) for s in subjects if "[M" in s}  # type: ignore[union-attr]
+    assert ids == {f"M{n}" for n in range(1, hard.MEETINGS + 1)}
+    readable = sum(len(v) for p, v in a.workspace.items() if not p.endswith(".xlsx"))
+    assert len(a.workspace[hard.REQUESTS]) > 6 * MAX_TOOL_OUTPUT
+    assert readable > 10 * MAX_TOOL_OUTPUT
 
 
 def test_the_lower_tiers_keep_their_design() -> None:
@@ -66,6 +79,7 @@ def test_the_lower_tiers_keep_their_design() -> None:
     assert (
         hard.PEOPLE_CSV not in easy.workspace and b"updated" not in easy.workspace["requests.csv"]
     )
+    assert hard.REQUESTS not in easy.workspace
     medium = FAMILY.draft(FamilyParams(seed=0, difficulty="medium", turns=3))
     assert hard.POLICY not in medium.workspace
 
@@ -112,30 +126,32 @@ def test_the_weeks_lie_between_the_two_clock_changes(week: date) -> None:
         assert paris - chicago == timedelta(hours=6)  # seven outside these weeks
 
 
-def _plain(files: dict[str, bytes], rules: hard.Rules, misreading: hard.Misreading) -> object:
-    return hard._plain(files, rules, misreading)
-
-
 @pytest.mark.parametrize("seed", SEEDS)
-def test_each_misreading_of_the_files_books_another_week(seed: int) -> None:
-    """people.csv's New York hours, a Z stamp read as office time, series that began before
-    the week left out, and the last line of a meeting listed twice: each moves a meeting."""
+def test_each_misreading_and_each_contradiction_books_another_week(seed: int) -> None:
+    """A Z stamp read as office time, series that began before the week left out, and each
+    of the seed's two or three contradictions settled the other way: each moves a meeting."""
     setting = _setting(seed)
     files = setting.files()
-    right = _plain(files, _right(setting), hard.CORRECT)
+    truth = setting.task(changes=False)
+    right = hard._plain(files, truth)
     assert right is not None
-    assert _plain(files, hard.Rules(), hard.CORRECT) != right
-    assert _plain(files, _right(setting), hard.Misreading(z_as_office=True)) != right
-    assert _plain(files, _right(setting), hard.Misreading(series_in_week_only=True)) != right
-    last = {**files, hard.REQUESTS: hard._last_line_wins(files[hard.REQUESTS])}
-    assert _plain(last, _right(setting), hard.CORRECT) != right
-    rows = parse_csv(files[hard.REQUESTS])
-    ids = [r["id"] for r in rows]
-    assert ids[-1] in ids[:-1] and rows[-1]["updated"] < min(r["updated"] for r in rows[:-1])
+    assert hard._plain(files, truth, hard.Misreading(z_as_office=True)) != right
+    assert hard._plain(files, truth, hard.Misreading(series_in_week_only=True)) != right
+    kinds = setting.contradictions.kinds
+    assert 2 <= len(kinds) <= 3 and set(kinds) <= set(hard.CONTRADICTIONS)
+    for kind in kinds:
+        assert hard._plain(files, setting.task(False, kind)) != right, kind
     directory = hard.read_directory(files[hard.PEOPLE_CSV])
-    assert directory.zone[setting.remote] == "America/New_York"
+    in_directory = directory.zone[setting.remote]
+    assert in_directory == ("America/New_York" if hard.REMOTE_ZONE in kinds else hard.CHICAGO)
     assert f"TZID={hard.CHICAGO}".encode() in files[hard.calendar_path(setting.remote)]
     assert b"Z\r\n" in files[hard.calendar_path(setting.lisbon)]
+
+
+def test_every_contradiction_of_the_pool_is_drawn_and_subsets_vary() -> None:
+    drawn = [_setting(seed).contradictions.kinds for seed in WIDE]
+    assert {k for kinds in drawn for k in kinds} == set(hard.CONTRADICTIONS)
+    assert len(set(drawn)) >= 3
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -143,7 +159,7 @@ def test_the_interview_loop_is_booked_around_turn_ones_meetings(seed: int) -> No
     setting = _setting(seed)
     files = setting.files()
     world = hard.world_of(files, _right(setting))
-    meetings = hard.resolve(hard.read_requests(files[hard.REQUESTS]), world.directory)
+    meetings = hard.resolve(setting.truth(), world.directory)
     plan = hard.book_meetings(world, meetings)
     assert plan is not None
     loop = hard.book_loop(world, setting.loop, plan)
@@ -176,7 +192,7 @@ def test_the_changed_calendar_hides_a_second_change_and_the_policy_moves_little(
     assert len(revived) == 1 and len(set(new_events) - set(old_events)) == 1
     message = draft.turns[1].patch.message
     assert setting.called in message and new_events[revived[0]].summary not in message
-    task = hard.Task(setting.loop, setting.remote, changes=True)
+    task = setting.task(changes=True)
     final = {**draft.workspace, path: new}
     later, earlier = hard.expected(draft.workspace, final, task)
     assert earlier is not None
@@ -191,17 +207,32 @@ def test_the_changed_calendar_hides_a_second_change_and_the_policy_moves_little(
 def test_the_user_answers_what_is_asked_and_gives_no_trap_away() -> None:
     for seed in SEEDS:
         setting = _setting(seed)
-        first = next(p.name.split()[0] for p in setting.people if p.key == setting.remote)
-        answer = _answer(
-            seed,
-            f"people.csv says {first} is in New York but the calendar is "
-            "Chicago time: which time zone are his working hours in?",
-        )
-        assert "Chicago time" in answer
-        answer = _answer(
-            seed, "M2 is listed twice in requests.csv with different lengths: which line?"
-        )
-        assert "latest `updated`" in answer
+        found = setting.contradictions
+        people = {p.key: p for p in setting.people}
+        if hard.REMOTE_ZONE in found.kinds:
+            first = people[setting.remote].name.split()[0]
+            answer = _answer(
+                seed,
+                f"people.csv says {first} is in New York but the calendar is "
+                "Chicago time: which time zone are their working hours in?",
+            )
+            assert "Chicago time" in answer
+        if hard.TWO_LENGTHS in found.kinds:
+            item = found.dispute[0]
+            answer = _answer(seed, f"Two mails give {item} different lengths: how long is it?")
+            owner = next(w.sender for w in setting.wordings if w.id == item)
+            assert f"{people[owner].name.split()[0]}'s length stands" in answer
+        if hard.ROOM_SEATS in found.kinds:
+            room, seats, mail_right = found.room
+            answer = _answer(seed, f"How many seats does {room} have?")
+            listed = next(r.seats for r in setting.rooms if r.name == room)
+            assert f"{room} seats {seats if mail_right else listed}" in answer
+        if hard.OWN_HOURS in found.kinds:
+            person, (a, b), own_right = found.hours
+            name = people[person].name.split()[0]
+            answer = _answer(seed, f"What are {name}'s hours: when does the day start?")
+            a, b = (a, b) if own_right else people[person].hours
+            assert f"{hard._hm(a)}–{hard._hm(b)}" in answer
         draft = FAMILY.draft(_params(seed))
         assert "ask me which to trust" in draft.instruction
         spoken = [s.reveals for s in draft.user.signal_plan]
@@ -221,16 +252,39 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
     workspace = run_reference(built, tmp_path / "ref")
     assert reward(FAMILY, built, params, workspace, tmp_path / "ref") == 1.0
     setting = _setting(seed)
+    found = setting.contradictions
     slips = {
-        "New York hours": _slip(built, f"REMOTE={setting.remote}", "REMOTE=nobody"),
         "booked afresh": _slip(built, "CHANGES_FROM_TURN=2", "CHANGES_FROM_TURN=99"),
         "loop on bare calendars": _slip(
             built, "plan.update(book_loop(plan))", "plan.update(book_loop({}))"
         ),
     }
+    if hard.REMOTE_ZONE in found.kinds:
+        slips["New York hours"] = _slip(built, f"REMOTE={setting.remote}", "REMOTE=nobody")
+    if hard.TWO_LENGTHS in found.kinds:
+        wrong = [hard._as_json(r) for r in setting.truth(hard.TWO_LENGTHS)]
+        slips["the other length"] = replace(
+            built,
+            solve_sh=re.sub(r"REQUESTS='[^']*'", f"REQUESTS='{json.dumps(wrong)}'", built.solve_sh),
+        )
+    if hard.ROOM_SEATS in found.kinds:
+        said = ",".join(f"{k}={v}" for k, v in setting.rules(hard.ROOM_SEATS).seats.items())
+        slips["the other seat count"] = replace(
+            built, solve_sh=re.sub(r"SEATS=\S*", f"SEATS={said}", built.solve_sh)
+        )
+    if hard.OWN_HOURS in found.kinds:
+        hours = setting.rules(hard.OWN_HOURS).hours
+        said = ",".join(f"{k}={hard._hm(a)}-{hard._hm(b)}" for k, (a, b) in hours.items())
+        slips["the other hours"] = replace(
+            built, solve_sh=re.sub(r"HOURS=\S*", f"HOURS={said}", built.solve_sh)
+        )
+    assert len(slips) >= 4
     for name, slipped in slips.items():
         root = tmp_path / name.replace(" ", "-")
-        done = run_reference(slipped, root)  # type: ignore[arg-type]
+        try:
+            done = run_reference(slipped, root)  # type: ignore[arg-type]
+        except subprocess.CalledProcessError:
+            continue  # the slipped reading finds no slot for some meeting: nothing to score
         assert reward(FAMILY, built, params, done, root) <= 0.5, name
     # every invitation sent again, moved or not
     invites = (workspace / hard.INVITES).read_text().replace("SEQUENCE:0", "SEQUENCE:1")
@@ -242,3 +296,158 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
     assert {r["id"] for r in changes} >= {setting.called}
     schedule = json.loads((workspace / hard.SCHEDULE).read_text())
     assert set(schedule["interviews"]) == set(setting.loop.ids)
+
+
+# ---- the mailbox: meaning, not keywords --------------------------------------------------------
+
+
+def _mails(data: bytes) -> list[mailbox.mboxMessage]:
+    """The mailbox's messages, split on their mbox ``From `` lines, in file order."""
+    return [
+        mailbox.mboxMessage(chunk.split(b"\n", 1)[1])
+        for chunk in re.split(rb"\n(?=From \S+@\S+ )", data)
+    ]
+
+
+def _flat(text: str) -> str:
+    """``text`` on one line: the mailbox wraps its lines at 78 characters."""
+    return " ".join(text.split())
+
+
+def _threads(data: bytes) -> dict[str, list[str]]:
+    """Each request's mails (bodies, in mailbox order), by the id in their subject."""
+    return {i: [body for _who, body in mails] for i, mails in _senders(data).items()}
+
+
+def _senders(data: bytes) -> dict[str, list[tuple[str, str]]]:
+    """Each request's mails as (sender's address, body), by the id in their subject."""
+    threads: dict[str, list[tuple[str, str]]] = {}
+    for message in _mails(data):
+        found = re.search(r"\[(M\d)\]", message["subject"])
+        if found:
+            who = re.sub(r".*<|>", "", message["from"])
+            threads.setdefault(found.group(1), []).append((who, str(message.get_payload())))
+    return threads
+
+
+ALL_LENGTHS = sorted(
+    ((p, m) for m, bank in texts.LENGTHS.items() for p in bank), key=lambda x: -len(x[0])
+)
+ALL_DAYS = sorted(
+    (
+        (phrase, hard.DAYS[a : b + 1])
+        for a in range(5)
+        for b in range(a, 5)
+        for phrase in texts.days_phrases(
+            a, b, texts.DAY_NAMES[hard.DAYS[a]], texts.DAY_NAMES[hard.DAYS[b]]
+        )
+    ),
+    key=lambda x: -len(x[0]),
+)
+
+
+def _last(text: str, bank: list[tuple[str, object]]) -> object:
+    """The value of the bank phrase that occurs last in ``text`` (longest phrase first)."""
+    best, at = None, -1
+    for phrase, value in bank:
+        where = text.lower().rfind(phrase.lower())
+        if where > at:
+            best, at = value, where
+    return best
+
+
+def _keyword_reading(setting: hard.Setting, thread: list[str]) -> dict[str, object]:
+    """What a grep-and-script reader takes from a thread: quoted lines dropped, the last
+    length and days phrase it knows (every phrase of the banks), "urgent"/"low" for the
+    priority, every colleague named, another meeting named as the one to follow."""
+    text = _flat(
+        "\n".join(
+            line for body in thread for line in body.split("\n") if not line.startswith(">")
+        )
+    )
+    names = {p.name.split()[0]: p.key for p in setting.people}
+    lowered = text.lower()
+    priority = 1 if "urgent" in lowered else 3 if "low" in lowered else 2
+    titles = {r.title: r.id for r in setting.requests}
+    return {
+        "minutes": _last(text, ALL_LENGTHS),  # type: ignore[arg-type]
+        "days": _last(text, ALL_DAYS),  # type: ignore[arg-type]
+        "priority": priority,
+        "people": {k for first, k in names.items() if re.search(rf"\b{first}\b", text)},
+        "after": next((i for t, i in titles.items() if t in text), ""),
+    }
+
+
+def _truth_reading(setting: hard.Setting, request: hard.Request) -> dict[str, object]:
+    directory = hard.read_directory(hard.people_csv(setting.people))
+    [meeting] = hard.resolve([request], directory)
+    return {
+        "minutes": request.minutes,
+        "days": request.days,
+        "priority": request.priority,
+        "people": set(meeting.people),
+        "after": request.after,
+    }
+
+
+@pytest.mark.parametrize("seed", WIDE)
+def test_a_keyword_reader_of_the_mailbox_gets_most_requests_wrong(seed: int) -> None:
+    """The pass threshold is every request right; a reader that knows every phrase of the
+    banks but not what the sentences mean gets at most half of them right."""
+    setting = _setting(seed)
+    threads = _threads(setting.mailbox)
+    right = 0
+    for request in setting.requests:
+        guess = _keyword_reading(setting, threads[request.id])
+        truth = _truth_reading(setting, request)
+        if request.attendees[0].startswith("team:"):
+            guess["people"] = truth["people"]  # the team alias: no name to grep for
+        right += guess == truth
+    assert right <= hard.MEETINGS // 2, right
+
+
+@pytest.mark.parametrize("seed", WIDE)
+def test_each_request_states_each_field_plainly_where_it_counts(seed: int) -> None:
+    """Fairness: the thread of each request holds, for every field, a phrase of the true
+    value's own bank; a corrected field's phrase stands in the sender's latest mail, above
+    any quote; a forwarded request's lead states the changed field."""
+    setting = _setting(seed)
+    threads = _threads(setting.mailbox)
+    by_sender = _senders(setting.mailbox)
+    titles = {r.id: r.title for r in setting.requests}
+    for request, wording in zip(setting.requests, setting.wordings, strict=True):
+        said = setting.statements[request.id].phrases
+        thread = threads[request.id]
+        text = _flat("\n".join(thread))
+        assert said["minutes"] in texts.LENGTHS[request.minutes]
+        first, last = hard.DAYS.index(request.days[0]), hard.DAYS.index(request.days[-1])
+        names = (texts.DAY_NAMES[request.days[0]], texts.DAY_NAMES[request.days[-1]])
+        assert said["days"] in texts.days_phrases(first, last, *names)
+        assert said["priority"] in texts.PRIORITIES[request.priority]
+        fields = ["minutes", "days", "priority", "attendees"]
+        if request.after:
+            assert said["after"] in {a.format(title=titles[request.after]) for a in texts.AFTERS}
+            fields.append("after")
+        for name in fields:
+            assert said[name].lower() in text.lower(), (request.id, name)
+        if wording.story in (mail.CORRECTED, mail.QUOTED, mail.FORWARDED):
+            fixed = "days" if wording.decoy_days else "minutes"
+            sender = next(p.email for p in setting.people if p.key == wording.sender)
+            latest = [body for who, body in by_sender[request.id] if who == sender][-1]
+            above = _flat(latest.split(" wrote:\n")[0].split("---------- Forwarded")[0])
+            assert said[fixed].lower() in above.lower(), (request.id, fixed)
+        if wording.joined:
+            joined = next(p.name.split()[0] for p in setting.people if p.key == wording.joined)
+            assert re.search(rf"PS:.*\b{joined}\b", text)
+
+
+def test_the_mailbox_varies_by_seed() -> None:
+    """Different stories, phrasings and contradictions per seed."""
+    settings = [_setting(seed) for seed in WIDE]
+    stories = [tuple(w.story for w in s.wordings) for s in settings]
+    assert len(set(stories)) == len(settings)
+    phrases = [{p for st in s.statements.values() for p in st.phrases.values()} for s in settings]
+    for a, b in itertools.combinations(phrases, 2):
+        assert len(a & b) < len(a) // 2
+    told = {w.story for s in settings for w in s.wordings}
+    assert told == set(mail.STORY_WEIGHTS)
