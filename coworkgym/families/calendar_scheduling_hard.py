@@ -1,33 +1,43 @@
 """The ``hard`` tier of calendar_scheduling: a week of meetings for a team spread over three
-time zones, booked under a written policy into rooms, then an interview loop fitted around
-them, then a changed calendar handled as the policy says changes are handled.
+time zones, requested by mail, booked under a written policy into rooms, then an interview
+loop fitted around them, then a changed calendar handled as the policy says changes are
+handled.
 
-The workspace: ``calendars/*.ics`` (seven exports of three weeks each, about 17 events a
-person: time zones named by ``TZID`` with their ``VTIMEZONE``, one export in UTC, weekly
-and daily series that started weeks before, ``EXDATE`` and moved occurrences
+The workspace: ``calendars/*.ics`` (seven exports of three weeks each, 85 to 120 events in
+all: time zones named by ``TZID`` with their ``VTIMEZONE``, one export in UTC, weekly and
+daily series that started weeks before, ``EXDATE`` and moved occurrences
 (``RECURRENCE-ID``), cancelled, free and tentative events, multi-day absences, folded
 lines), ``people.csv`` (the directory: email, office, time zone, working hours, team),
-``rooms.xlsx`` (the Paris rooms and the week's room bookings), ``requests.csv`` (the
-meetings, with priorities, an ``after`` dependency and a team alias) and ``policy.md`` (the
-rules). About 120 events, many of them series that expand by their rules: too many to
-schedule by eye.
+``rooms.xlsx`` (the Paris rooms and the week's room bookings), ``requests.mbox`` (last
+week's mail, about 100 KB: the eight requests, each a thread with its id in the subject,
+among some 140 other office mails; ``calendar_scheduling_mail``) and ``policy.md`` (the
+rules). The readable text is over ten times what one tool result shows (12,000
+characters): seeing it all takes many calls, and the agent must keep track of what it read.
 
 Why hard is hard — what a careful agent must do:
 
 - **Turn 1** (``schedule.json`` and ``invites.ics``): read the policy before the data
-  (booking order by priority, lunch, working hours in each person's own zone, rooms, the
-  smallest room that fits); resolve team aliases through ``people.csv``; parse every
+  (booking order by urgency, lunch, working hours in each person's own zone, rooms, the
+  smallest room that fits); turn each request thread into a structured request by reading
+  it — who attends (the sender, "me"; a whole team; someone added in a postscript; someone
+  named only to be left out), the length, the days, the urgency and what it must follow,
+  each said in one of eight or more phrasings, among distractors a keyword script takes at
+  face value: the sender's later correction (sometimes above a quote of the older mail), a
+  forwarded older request with another length or other days, a length denied ("we do not
+  need an hour"), a past meeting's length in a postscript, another meeting named only to
+  say this one does not follow it (a reader that knows every phrase but takes the last one
+  it sees gets at most one request of eight right; the test measures it). Then parse every
   calendar with its zone — a ``TZID`` converts by the zone's rule for that date (the week
   lies between the US and the EU clock changes, so Chicago is six hours behind Paris, not
-  seven), a ``Z`` stamp is UTC; expand series from their first occurrence weeks before, by the
-  wall clock of their zone (a weekly Chicago meeting set in February keeps its local time
-  after the US change), minus ``EXDATE``s, with moved occurrences replaced; then book
-  meeting by meeting in policy order, each blocking its people and its room. Two things
-  the files contradict must be asked: ``requests.csv`` lists a meeting twice with different
-  lengths (the user: the line updated last is the request), and ``people.csv`` puts the
-  remote colleague in New York while every event of his calendar is in Chicago time (the
-  user: he works from Chicago now; his hours are Chicago time). Each misreading moves a
-  meeting; the draw is refused otherwise.
+  seven), a ``Z`` stamp is UTC; expand series from their first occurrence weeks before, by
+  the wall clock of their zone, minus ``EXDATE``s, with moved occurrences replaced; then
+  book meeting by meeting in policy order, each blocking its people and its room. Two or
+  three contradictions, drawn per seed from four (``CONTRADICTIONS``), must be asked: the
+  directory puts the remote colleague in New York while their calendar is in Chicago time;
+  another attendee mails a different length for someone's meeting (the sender's stands);
+  facilities' mail gives a room another seat count than ``rooms.xlsx``; a colleague signs
+  with other working hours than the directory gives (which side the user takes is drawn).
+  Each misreading moves a meeting; the draw is refused otherwise.
 - **Turn 2** (builds on turn 1): an interview loop — three consecutive sessions in one room
   with three panels — fitted around the meetings booked in turn 1 (they block panelists and
   rooms); a loop booked against the bare calendars lands elsewhere. Both deliverables grow.
@@ -38,15 +48,19 @@ Why hard is hard — what a careful agent must do:
   where it is and rebooks only the others (re-running turn 1 from scratch moves more);
   moved invitations carry ``SEQUENCE:1``; ``changes.csv`` lists what moved, old and new.
 
-A careful agent needs about twelve tool calls in turn 1 (list, read the policy, the
-directory, the requests, the rooms workbook, look at several calendars, ask twice, script,
-run, check the result against the calendars), five or six in turn 2 and six to eight in
-turn 3 (diff the new export against the old, find both changes, reschedule, write the
-changes, check).
+A careful agent needs about twenty tool calls in turn 1 (list, read the policy, the
+directory, the rooms workbook; list the mailbox's subjects and read the eight threads a few
+at a time — the mailbox alone is nine tool results long —, search it for facilities' notes
+and the colleagues' signed hours; look at several calendars; ask two or three times; write
+the requests down, script, run, check the result against the calendars), five to seven in
+turn 2 (read the message, add the loop around the booked meetings, run, check both files)
+and six to eight in turn 3 (diff the new export against the old, find both changes,
+reschedule, write the changes, check).
 
-Each difficulty is stated in the instruction or ``policy.md``, or answered by the user when
-asked; each is declared as a trap on the family (``TRAPS``) and checked by the verifier
-with exact values recomputed from the inputs.
+Each difficulty is stated in the instruction, ``policy.md`` or the mailbox, or answered by
+the user when asked; each is declared as a trap on the family (``TRAPS``) and checked by
+the verifier with exact values recomputed from the truth, which is drawn again from the
+seed: nothing is read back from the mailbox.
 """
 
 from __future__ import annotations
