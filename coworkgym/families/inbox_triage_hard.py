@@ -897,8 +897,8 @@ Create:
    the thread, oldest first. No drafts for other threads.
 {later}
 Do not modify `{INBOX}`, `{CONTACTS}`, `{POLICY}` or `{ROTA}`. If our files
-contradict each other in a way the policy does not settle, ask me which to trust before
-you decide.
+contradict each other, or a file contradicts itself, in a way the policy does not settle,
+ask me which to trust before you decide.
 """
 
 
