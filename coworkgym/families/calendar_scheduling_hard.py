@@ -32,11 +32,12 @@ Why hard is hard — what a careful agent must do:
   seven), a ``Z`` stamp is UTC; expand series from their first occurrence weeks before, by
   the wall clock of their zone, minus ``EXDATE``s, with moved occurrences replaced; then
   book meeting by meeting in policy order, each blocking its people and its room. Two or
-  three contradictions, drawn per seed from four (``CONTRADICTIONS``), must be asked: the
+  three contradictions, drawn per seed from five (``CONTRADICTIONS``), must be asked: the
   directory puts the remote colleague in New York while their calendar is in Chicago time;
   another attendee mails a different length for someone's meeting (the sender's stands);
   facilities' mail gives a room another seat count than ``rooms.xlsx``; a colleague signs
-  with other working hours than the directory gives (which side the user takes is drawn).
+  with other working hours than the directory gives; a colleague mails that an event their
+  calendar still holds is off (for the last three, which side the user takes is drawn).
   Each misreading moves a meeting; the draw is refused otherwise.
 - **Turn 2** (builds on turn 1): an interview loop — three consecutive sessions in one room
   with three panels — fitted around the meetings booked in turn 1 (they block panelists and
@@ -183,6 +184,15 @@ TRAPS = (
         "own_hours",
         "a colleague signs with other working hours than people.csv gives (hard)",
         (r"\bsignature\b", r"\bhours (differ|disagree|conflict)"),
+    ),
+    Trap(
+        "called_off",
+        "a colleague mails that an event their calendar still holds is called off (hard)",
+        (
+            r"\bcalendar (is|was) (out of date|outdated|stale|wrong)",
+            r"\bmail (is|was) (out of date|outdated|stale|wrong)",
+            r"\bstill (in|on) (the|his|her|their) calendar\b",
+        ),
     ),
     Trap(
         "series_from_earlier_weeks",
@@ -646,6 +656,7 @@ class Rules:
     zones: Mapping[str, str] = field(default_factory=dict)  # person → zone of their hours
     seats: Mapping[str, int] = field(default_factory=dict)  # room → seats, the user's answer
     hours: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # person → local hours
+    freed: Mapping[str, Interval] = field(default_factory=dict)  # person → an event called off
 
 
 @dataclass(frozen=True)
@@ -691,7 +702,10 @@ def world_of(inputs: Mapping[str, bytes], rules: Rules, misreading: Misreading =
     week = week_of(calendars.values())
     rooms, taken = read_rooms(inputs[ROOMS])
     rooms = [replace(r, seats=rules.seats.get(r.name, r.seats)) for r in rooms]
-    busy = {k: list(_busy(c, week, misreading)) for k, c in calendars.items()}
+    busy = {
+        k: [span for span in _busy(c, week, misreading) if span != rules.freed.get(k)]
+        for k, c in calendars.items()
+    }
     return World(week, busy, directory, rooms, taken, rules)
 
 
@@ -941,13 +955,14 @@ def moved(before: Plan, after: Plan) -> list[str]:
 # ---- drafting ---------------------------------------------------------------------------------
 
 # What the files contradict, settled only by asking; a seed draws two or three.
-REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS = (
+REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS, CALLED_OFF = (
     "remote_zone",
     "two_lengths",
     "room_seats",
     "own_hours",
+    "called_off",
 )
-CONTRADICTIONS = (REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS)
+CONTRADICTIONS = (REMOTE_ZONE, TWO_LENGTHS, ROOM_SEATS, OWN_HOURS, CALLED_OFF)
 # Hours a colleague's signature may give instead of the directory's (local time, minutes).
 OTHER_HOURS = ((10 * 60, 16 * 60), (9 * 60, 15 * 60), (11 * 60, 17 * 60), (9 * 60, 16 * 60))
 
@@ -963,6 +978,9 @@ class Contradictions:
     room: tuple[str, int, bool] = ("", 0, False)
     # OWN_HOURS: the colleague, the hours their signature gives, whether the signature is right
     hours: tuple[str, tuple[int, int], bool] = ("", (0, 0), False)
+    # CALLED_OFF: the colleague, the event their mail calls off (its title, its span in office
+    # time) while their calendar still holds it, whether the mail is right
+    called_off: tuple[str, str, Interval | None, bool] = ("", "", None, False)
 
 
 @dataclass
@@ -997,10 +1015,12 @@ class Setting:
         other way."""
         room, seats, mail_right = self.contradictions.room
         person, hours, signature_right = self.contradictions.hours
+        who, _title, span, off_right = self.contradictions.called_off
         return Rules(
             zones={} if misread == REMOTE_ZONE else {self.remote: CHICAGO},
             seats={room: seats} if room and mail_right != (misread == ROOM_SEATS) else {},
             hours=({person: hours} if person and signature_right != (misread == OWN_HOURS) else {}),
+            freed={who: span} if span is not None and off_right != (misread == CALLED_OFF) else {},
         )
 
     def truth(self, misread: str = "") -> tuple[Request, ...]:
@@ -1271,6 +1291,7 @@ def _draw_contradiction(
     """Draw how ``kind`` shows (which request, room or colleague; the other value; which
     side the user takes) until settling it the other way moves a meeting."""
     people = {p.key: p for p in setting.people}
+    off_candidates = _called_off_candidates(setting, files) if kind == CALLED_OFF else []
     for _try in range(6):
         found = setting.contradictions
         if kind == TWO_LENGTHS:
@@ -1286,10 +1307,46 @@ def _draw_contradiction(
             person = rng.choice([k for k in people if k != setting.remote])
             hours = rng.choice([h for h in OTHER_HOURS if h != people[person].hours])
             found = replace(found, hours=(person, hours, rng.random() < 0.5))
+        elif kind == CALLED_OFF:
+            if not off_candidates:
+                return False
+            person, title, span = rng.choice(off_candidates)
+            found = replace(found, called_off=(person, title, span, rng.random() < 0.5))
         setting.contradictions = found
         if kind == REMOTE_ZONE or _moves(setting, files, kind):
             return True
     return False
+
+
+def _called_off_candidates(
+    setting: Setting, files: Mapping[str, bytes]
+) -> list[tuple[str, str, Interval]]:
+    """Events a colleague may call off by mail that could matter: one-offs before one of
+    their booked meetings (freed, the meeting may move into them)."""
+    plan = _plain(files, setting.task(False))
+    if plan is None:
+        return []
+    return [
+        (person.key, title, span)
+        for person in setting.people
+        if person.key != setting.remote
+        for title, span in _one_offs(files[calendar_path(person.key)], setting.week)
+        if any(person.key in b.people and span[0] < b.start for b in plan.values())
+    ]
+
+
+def _one_offs(data: bytes, week: date) -> list[tuple[str, Interval]]:
+    """The calendar's one-off events that block time in office hours of ``week`` (title,
+    span in office time): what a colleague may mail is called off."""
+    monday = datetime.combine(week, datetime.min.time())
+    out = []
+    for e in _parsed(data, CORRECT):
+        if e.rule or e.recurrence_id or e.all_day or e.status == "CANCELLED" or e.transparent:
+            continue
+        span = (_office(e.start), _office(e.end))
+        if monday <= span[0] < monday + timedelta(days=5) and 9 <= span[0].hour < 16:
+            out.append((e.summary, span))
+    return out
 
 
 def _moves(setting: Setting, files: Mapping[str, bytes], kind: str) -> bool:
@@ -1437,6 +1494,10 @@ def write_mailbox(setting: Setting, rng: random.Random) -> None:
         desk = mail.Sender("facilities", "Facilities Desk", f"facilities@{DOMAIN}")
         sent = mail.request_sent(setting.week, rng)
         mails.append(mail.seat_note(found.room[0], found.room[1], sent, desk, rng))
+    who, title, span, _right = found.called_off
+    if span is not None:
+        sent = mail.request_sent(setting.week, rng)
+        mails.append(mail.called_off_mail(senders[who], title, span[0], sent, rng))
     if found.hours[0]:  # the colleague writes at least once, signed with their own hours
         mails += mail.noise([senders[found.hours[0]]], list(TITLES), setting.week, rng)[:1]
     mails += mail.noise(list(senders.values()), list(TITLES), setting.week, rng)
@@ -1641,6 +1702,23 @@ def user(setting: Setting) -> UserState:
                 reveals=f"{colleague.name} works {_hm(a)}–{_hm(b)}, local time, these weeks",
             )
         )
+    if CALLED_OFF in found.kinds:
+        who, title, span, off_right = found.called_off
+        assert span is not None
+        name = people[who].name.split()[0]
+        day = f"{span[0]:%A}"
+        signals.append(
+            Signal(
+                trigger=f"agent asks whether {name}'s {title} on {day} still takes place: "
+                "cancelled or not",
+                reveals=(
+                    f"{name}'s {title} on {day} is off: {name} is free then"
+                    if off_right
+                    else f"{name}'s {title} on {day} takes place as the calendar shows; "
+                    "it was put back"
+                ),
+            )
+        )
     return UserState(
         persona="Office manager who books the team's internal meetings each week.",
         role="administrator",
@@ -1690,6 +1768,10 @@ def draft(params: FamilyParams) -> FamilyDraft:
             requests=shlex.quote(json.dumps([_as_json(r) for r in setting.truth()])),
             seats=",".join(f"{k}={v}" for k, v in setting.rules().seats.items()),
             hours=",".join(f"{k}={a}-{b}" for k, (a, b) in _hours_said(setting).items()),
+            freed=",".join(
+                f"{k}={a:%Y-%m-%dT%H:%M}/{b:%Y-%m-%dT%H:%M}"
+                for k, (a, b) in setting.rules().freed.items()
+            ),
         ),
         user=user(setting),
         inputs=input_artifacts(

@@ -134,6 +134,11 @@ first = min(firsts)
 monday = datetime.combine((first - timedelta(days=first.weekday())).date(), datetime.min.time())
 monday += timedelta(days=7)
 busy = {k: busy_of(f"calendars/{k}.ics", monday) for k in people}
+for item in os.environ["FREED"].split(","):  # the user's answer: an event called off
+    if item:
+        key, span = item.split("=")
+        off = tuple(datetime.fromisoformat(t) for t in span.split("/"))
+        busy[key] = [b for b in busy[key] if b != off]
 
 wb = openpyxl.load_workbook("rooms.xlsx", read_only=True)
 rooms = [(str(n), int(seats_said.get(str(n), s)), v == "yes")
@@ -297,6 +302,7 @@ open("invites.ics", "w", newline="").write("\r\n".join(ics) + "\r\n")
     "REQUESTS",
     "SEATS",
     "HOURS",
+    "FREED",
 )
 
 

@@ -221,6 +221,29 @@ def seat_note(room: str, seats: int, sent: datetime, sender: Sender, rng: random
     return Mail(sender, sent, f"{room} room", _letter(body, [], sender, rng))
 
 
+CALLED_OFF_LINES = (
+    "My {title} on {day} at {time} (Paris time) is off, so I am free then.",
+    "The {title} I had on {day} at {time} Paris time has been called off.",
+    "Good news: {day}'s {title} at {time} (Paris time) will not happen.",
+    "My {day} {title}, {time} Paris time, is cancelled.",
+    "Please note my {title} on {day} at {time} (Paris time) is not happening.",
+    "The {title} on {day}, {time} Paris time, is off.",
+    "{day}'s {title} at {time} (Paris time) was called off; I am available.",
+    "Scratch my {title} on {day} at {time} Paris time: it is cancelled.",
+)
+
+
+def called_off_mail(
+    sender: Sender, title: str, start: datetime, sent: datetime, rng: random.Random
+) -> Mail:
+    """A colleague's word that an event of theirs this week will not take place."""
+    line = rng.choice(CALLED_OFF_LINES).format(
+        title=title if title == "1:1" else title.lower(), day=f"{start:%A}", time=f"{start:%H:%M}"
+    )
+    body = [_capital(line), rng.choice(FILLER)]
+    return Mail(sender, sent, f"{title} on {start:%A}", _letter(body, [], sender, rng))
+
+
 def hours_signature(start: int, end: int, rng: random.Random) -> str:
     return rng.choice(HOURS_LINES).format(start=_hm(start), end=_hm(end))
 
@@ -422,6 +445,7 @@ __all__ = [
     "Sender",
     "Statement",
     "Wording",
+    "called_off_mail",
     "dispute_mail",
     "hours_signature",
     "mbox",

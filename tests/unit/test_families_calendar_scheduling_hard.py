@@ -146,6 +146,11 @@ def test_each_misreading_and_each_contradiction_books_another_week(seed: int) ->
     assert in_directory == ("America/New_York" if hard.REMOTE_ZONE in kinds else hard.CHICAGO)
     assert f"TZID={hard.CHICAGO}".encode() in files[hard.calendar_path(setting.remote)]
     assert b"Z\r\n" in files[hard.calendar_path(setting.lisbon)]
+    who, title, span, _right = setting.contradictions.called_off
+    if span is not None:  # the calendar holds the event the colleague's mail calls off
+        assert span in hard.world_of(files, hard.Rules()).busy[who]
+        mails = [m for m in _mails(setting.mailbox) if m["subject"] == f"{title} on {span[0]:%A}"]
+        assert len(mails) == 1 and f"{span[0]:%H:%M}" in str(mails[0].get_payload())
 
 
 def test_every_contradiction_of_the_pool_is_drawn_and_subsets_vary() -> None:
@@ -198,7 +203,10 @@ def test_the_changed_calendar_hides_a_second_change_and_the_policy_moves_little(
     assert earlier is not None
     shifted = hard.moved(earlier, later)
     assert setting.called in shifted and len(shifted) >= 2
-    afresh, _ = hard.expected(final, final, replace(task, changes=False))
+    try:
+        afresh, _ = hard.expected(final, final, replace(task, changes=False))
+    except AssertionError:  # booked afresh, some item finds no slot at all: differs anyway
+        afresh = {}
     assert afresh != later
     unchanged = [i for i in later if i not in shifted]
     assert unchanged and all(later[i] == earlier[i] for i in unchanged)
@@ -233,6 +241,12 @@ def test_the_user_answers_what_is_asked_and_gives_no_trap_away() -> None:
             answer = _answer(seed, f"What are {name}'s hours: when does the day start?")
             a, b = (a, b) if own_right else people[person].hours
             assert f"{hard._hm(a)}–{hard._hm(b)}" in answer
+        if hard.CALLED_OFF in found.kinds:
+            who, title, span, off_right = found.called_off
+            assert span is not None
+            name = people[who].name.split()[0]
+            answer = _answer(seed, f"Is {name}'s {title} on {span[0]:%A} cancelled?")
+            assert ("is off" if off_right else "takes place") in answer
         draft = FAMILY.draft(_params(seed))
         assert "ask me which to trust" in draft.instruction
         spoken = [s.reveals for s in draft.user.signal_plan]
@@ -245,7 +259,7 @@ def _slip(built: object, old: str, new: str) -> object:
     return replace(built, solve_sh=built.solve_sh.replace(old, new))  # type: ignore[attr-defined,type-var]
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, 2, 3])  # every kind of contradiction among them
 def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> None:
     params = _params(seed)
     built = built_of(FAMILY, params)
@@ -277,6 +291,12 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
         said = ",".join(f"{k}={hard._hm(a)}-{hard._hm(b)}" for k, (a, b) in hours.items())
         slips["the other hours"] = replace(
             built, solve_sh=re.sub(r"HOURS=\S*", f"HOURS={said}", built.solve_sh)
+        )
+    if hard.CALLED_OFF in found.kinds:
+        off = setting.rules(hard.CALLED_OFF).freed
+        said = ",".join(f"{k}={a:%Y-%m-%dT%H:%M}/{b:%Y-%m-%dT%H:%M}" for k, (a, b) in off.items())
+        slips["the other word on the event"] = replace(
+            built, solve_sh=re.sub(r"FREED=\S*", f"FREED={said}", built.solve_sh)
         )
     assert len(slips) >= 4
     for name, slipped in slips.items():
@@ -361,9 +381,7 @@ def _keyword_reading(setting: hard.Setting, thread: list[str]) -> dict[str, obje
     length and days phrase it knows (every phrase of the banks), "urgent"/"low" for the
     priority, every colleague named, another meeting named as the one to follow."""
     text = _flat(
-        "\n".join(
-            line for body in thread for line in body.split("\n") if not line.startswith(">")
-        )
+        "\n".join(line for body in thread for line in body.split("\n") if not line.startswith(">"))
     )
     names = {p.name.split()[0]: p.key for p in setting.people}
     lowered = text.lower()
