@@ -37,11 +37,11 @@ CANNOT_ANSWER = "a question it cannot answer"
 
 def answered_signals(pkg: EnvironmentPackage, question: str) -> list[Signal]:
     """The signals the user simulator answers ``question`` with."""
-    from ..rollout.user import matches  # with the scripted user's module: on need
+    from ..rollout.user import answered  # with the scripted user's module: on need
 
     if pkg.user is None:
         return []
-    return [s for s in pkg.user.signal_plan if matches(question, s.trigger)]
+    return answered(question, pkg.user.signal_plan)
 
 
 def questions(pkg: EnvironmentPackage) -> list[tuple[str, str, Signal | None]]:

@@ -99,6 +99,43 @@ def matches(question: str, trigger: str) -> bool:
     return len(subject & keywords(question)) >= min(2, len(subject)) > 0
 
 
+# Where one question ends and the next begins within one ask: a question mark, a new line,
+# a semicolon, or a numbered item ("1)", "2.").
+CLAUSE_BREAK = re.compile(r"[?;\n]|(?:^|\s)\(?\d{1,2}[.)]\s")
+
+
+def answered(question: str, signals: Sequence[Signal]) -> list[Signal]:
+    """The signals a question asks for: per thing asked (a clause), the one whose subject it
+    matches best (ties: each). An agent that asks two things in one message gets two
+    answers; one long question that brushes against other subjects (it says "lines" and
+    "posted" while asking which account a charge goes to) gets the answer to what it asks,
+    not every answer whose trigger shares two of its words."""
+    clauses = [c for c in CLAUSE_BREAK.split(question) if c and keywords(c)]
+    chosen: list[Signal] = []
+    for clause in clauses or [question]:
+        for signal in _best(clause, signals):
+            if signal not in chosen:
+                chosen.append(signal)
+    if not chosen:  # the subject's words spread over clauses: the whole question decides
+        chosen = _best(question, signals)
+    return [s for s in signals if s in chosen]  # in the plan's order
+
+
+def _best(text: str, signals: Sequence[Signal]) -> list[Signal]:
+    asked = keywords(text)
+
+    def fit(signal: Signal) -> tuple[int, float]:
+        subject = keywords(signal.trigger)
+        shared = len(subject & asked)
+        return shared, shared / len(subject)
+
+    held = [s for s in signals if matches(text, s.trigger)]
+    if not held:
+        return []
+    top = max(fit(s) for s in held)
+    return [s for s in held if fit(s) == top]
+
+
 def near_verbatim(item: str, text: str) -> bool:
     """Whether ``text`` repeats ``item`` word for word, or nearly (most of its trigrams)."""
     mine, theirs = words(item), words(text)
@@ -360,7 +397,7 @@ class UserSimulator:
     def answer(self, question: str) -> Answer:
         started = time.perf_counter()
         try:
-            allowed = [s for s in self.state.signal_plan if matches(question, s.trigger)]
+            allowed = answered(question, self.state.signal_plan)
             ctx = self._context()
             speaker = self.voice.speaker
             try:

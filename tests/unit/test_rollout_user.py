@@ -19,6 +19,7 @@ from coworkgym.rollout.user import (
     ScriptedVoice,
     UserSimulator,
     VoiceContext,
+    answered,
     contradiction,
     leaked,
     matches,
@@ -375,6 +376,30 @@ def test_an_llm_turn_message_that_contradicts_the_patch_is_recorded(
     fired = user.fire(due)
     assert fired.speaker == "llm"
     assert [f.kind for f in user.faults] == ["contradicts_patch"]
+
+
+def test_the_user_answers_each_thing_asked_with_its_best_matching_signal() -> None:
+    plan = [
+        Signal(
+            trigger="agent asks about something posted twice: a duplicate line or entry",
+            reveals="only the first statement line of a trade counts",
+        ),
+        Signal(trigger="agent asks about the overdraft interest", reveals="Interest expense"),
+        Signal(trigger="agent asks about the units of the amounts", reveals="euros"),
+    ]
+
+    def said(question: str) -> list[str]:
+        return [s.reveals for s in answered(question, plan)]
+
+    # one thing asked, brushing against another subject ("two lines", "posted"): one answer
+    # (a blind player got the duplicate-line rule bundled into this reply)
+    asked = "There are two overdraft interest lines posted; which account should they go to?"
+    assert matches(asked, plan[0].trigger) and said(asked) == ["Interest expense"]
+    # two things asked in one message: an answer to each, in the plan's order
+    both = "1) Which units are the amounts in? 2) The overdraft interest: which account?"
+    assert said(both) == ["Interest expense", "euros"]
+    assert said("Is a duplicate line posted twice a bank error?") == [plan[0].reveals]
+    assert said("What is the deadline?") == []
 
 
 def test_a_failing_user_model_falls_back_to_the_script_and_is_recorded(

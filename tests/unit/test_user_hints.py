@@ -161,17 +161,14 @@ def test_the_detector_flags_an_answer_to_a_question_the_user_cannot_answer(
 def test_the_detector_flags_a_question_on_one_subject_answered_with_another(
     inbox: EnvironmentPackage,
 ) -> None:
-    """Two subjects sharing two words: a question on either gets both answers."""
-    bundling = _with_trigger(
-        inbox, "hours", "agent asks which business hours apply to conflicting contacts rows"
-    )
+    """Two subjects in the same words: a question on either matches both equally well, and
+    gets both answers (the user answers each thing asked with its best-matching signal, so
+    only a tie still bundles)."""
+    assert inbox.user is not None
+    [contacts] = [s.trigger for s in inbox.user.signal_plan if "contacts rows" in s.trigger]
+    same_words = " ".join(reversed(contacts.split()))  # the hours answer, on the same words
+    bundling = _with_trigger(inbox, "hours", same_words)
     found = {
         (d.evidence["where"], d.evidence["volunteered"]) for d in answers_stay_on_subject(bundling)
     }
-    assert bundling.user is not None
-    [contacts] = [s.trigger for s in bundling.user.signal_plan if "contacts rows" in s.trigger
-                  and "hours" not in s.trigger]  # fmt: skip
-    assert (
-        f"the answer to {contacts!r}",
-        "agent asks which business hours apply to conflicting contacts rows",
-    ) in found
+    assert (f"the answer to {contacts!r}", same_words) in found
