@@ -3,7 +3,9 @@
 # mostly wait, on pods, Jobs and API calls, while the rest (sandboxed solves, Ray, torch)
 # keep both CPUs busy; one after the other they ran well over 90 minutes on the 2-core CI
 # machine. So they run as pytest sessions side by side, each with its own test-bed:
-#   - everything that needs no test-bed, unprefixed; it starts first, and meanwhile the
+#   - the tests that build many task images (-m image_builds: the real Harbor corpus),
+#     prefixed "[images]"; they start first, beside
+#   - everything else that needs no test-bed, unprefixed; meanwhile the
 #     test-bed's binaries and images are built (testbed/build.sh, testbed/build-images.sh:
 #     both cached, no-ops when warm; on a new machine the Go builds take most of an hour,
 #     and a build already running, as .ci/run starts one, is waited for by its lock);
@@ -35,7 +37,11 @@ verdict() { # verdict NAME
   tail -n 1 "$logs/$1.log" | sed "s/^/[suite] $1: /"
 }
 rc=0
-session not-test-bed "" "$PYTEST" -q --durations=40 -m "not testbed"
+# The real Harbor corpus builds its 44 task images (and, cold, their Debian and Python
+# bases): mostly downloads and dpkg, so beside the rest rather than before it (cold, it
+# took 35 of the not-test-bed session's minutes when it ran inside it).
+session image-builds "[images] " "$PYTEST" -q --durations=10 -m "image_builds and not testbed"
+session not-test-bed "" "$PYTEST" -q --durations=40 -m "not testbed and not image_builds"
 t=$SECONDS
 components=() # build.sh's default set; KubeRay only for its opt-in e2e
 on "${COWORKGYM_TESTBED_KUBERAY:-}" && components=(etcd k8s kube-router coredns helm kubeconform seaweedfs kuberay)

@@ -28,6 +28,7 @@ LABELS: dict[str, dict[str, Any]] = tomllib.loads((CORPUS / "labels.toml").read_
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.image_builds,
     pytest.mark.skipif(
         Buildah.usable() is not None, reason=f"no task images here: {Buildah.usable()}"
     ),
