@@ -41,7 +41,10 @@ Why hard is hard — what a careful agent must do:
   Each misreading moves a meeting; the draw is refused otherwise.
 - **Turn 2** (builds on turn 1): an interview loop — three consecutive sessions in one room
   with three panels — fitted around the meetings booked in turn 1 (they block panelists and
-  rooms); a loop booked against the bare calendars lands elsewhere. Both deliverables grow.
+  rooms); a loop booked against the bare calendars lands elsewhere. The message names only
+  the candidate: the panels are in the Talent Team's mails in the mailbox, by first name,
+  beside a mail on another candidate's loop later on; in three seeds of five a later mail
+  swaps one panelist. Both deliverables grow.
 - **Turn 3** (invalidates turn 2's output in a way only re-reading reveals): the user
   replaces one calendar, saying a new call landed on a booked meeting. The new export also
   reinstates a cancelled event, unmentioned, that clashes with another booked item. The
@@ -53,8 +56,10 @@ A careful agent needs about twenty tool calls in turn 1 (list, read the policy, 
 directory, the rooms workbook; list the mailbox's subjects and read the eight threads a few
 at a time — the mailbox alone is nine tool results long —, search it for facilities' notes
 and the colleagues' signed hours; look at several calendars; ask two or three times; write
-the requests down, script, run, check the result against the calendars), five to seven in
-turn 2 (read the message, add the loop around the booked meetings, run, check both files)
+the requests down, script, run, check the result against the calendars), seven or eight in
+turn 2 (read the message, search the mailbox for the candidate's thread and read it and its
+correction, map the first names to emails, add the loop around the booked meetings, run,
+check both files)
 and six to eight in turn 3 (diff the new export against the old, find both changes,
 reschedule, write the changes, check).
 
@@ -70,7 +75,6 @@ import functools
 import io
 import json
 import random
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1500,8 +1504,31 @@ def write_mailbox(setting: Setting, rng: random.Random) -> None:
         mails.append(mail.called_off_mail(senders[who], title, span[0], sent, rng))
     if found.hours[0]:  # the colleague writes at least once, signed with their own hours
         mails += mail.noise([senders[found.hours[0]]], list(TITLES), setting.week, rng)[:1]
+    mails += _loop_mails(setting, rng)
     mails += mail.noise(list(senders.values()), list(TITLES), setting.week, rng)
     setting.mailbox = mail.mbox(mails)
+
+
+def _loop_mails(setting: Setting, rng: random.Random) -> list[mail.Mail]:
+    """HR's mails on the turn-2 loop (the panels by first name; in three seeds of five a
+    later mail swaps one panelist of a Paris session) and on another candidate's, later."""
+    first = {p.key: p.name.split()[0] for p in setting.people}
+    panels = [[first[k] for k in panel] for panel in setting.loop.panels]
+    swap = None
+    if rng.random() < 0.6:
+        n = rng.randrange(2)
+        into = rng.choice(panels[n])
+        paris = [k for k in first if k not in (setting.remote, setting.lisbon)]
+        out = first[rng.choice([k for k in paris if first[k] not in panels[n]])]
+        swap = (n, out, into)
+    other = rng.choice([c for c in CANDIDATES if c != setting.loop.candidate])
+    keys = list(first)
+    their = [[first[k] for k in sorted(rng.sample(keys, 2))] for _n in range(2)]
+    their.append([first[setting.remote]])
+    hr = mail.Sender("hr", "Talent Team", f"talent@{DOMAIN}")
+    return mail.loop_mails(
+        hr, setting.loop.candidate, panels, swap, (other, their), setting.week, rng
+    )
 
 
 def _day_runs() -> list[tuple[str, ...]]:
@@ -1606,15 +1633,11 @@ depends on, ask me which to trust before you book.
 
 
 def loop_message(setting: Setting) -> str:
-    names = {p.key: p for p in setting.people}
-    panels = "; ".join(
-        f"session {n} with {' and '.join(names[k].email for k in panel)}"
-        for n, panel in enumerate(setting.loop.panels, start=1)
-    )
     return (
         f"Thanks. {setting.loop.candidate} comes in for an interview loop this week: three "
         f"{SESSION_MINUTES}-minute sessions, one right after the other, all in one room (the "
-        f"candidate stays put, in person): {panels}. Book it on Tuesday, Wednesday, Thursday or "
+        "candidate stays put, in person). The Talent Team mailed me the panels last week; "
+        f"their mails are in `{REQUESTS}`. Book it on Tuesday, Wednesday, Thursday or "
         "Friday in the earliest slot where the whole loop fits, around the meetings you "
         "booked: the loop's room needs a seat for the candidate and for the largest panel's Paris "
         "members, and video if a panelist works from another office; the first session starts "
@@ -1811,27 +1834,13 @@ def _hours_said(setting: Setting) -> dict[str, tuple[str, str]]:
 
 def _task(built: BuilderOutput, params: FamilyParams) -> Task:
     """The truth drawn again from the seed (the requests the mails state, the user's
-    answers), the loop the turn-2 message names, a changed calendar when an input turn
-    comes: nothing is read back from the mailbox."""
+    answers, the loop's panels HR's mails state, once the turn-2 message asks for it), a
+    changed calendar when an input turn comes: nothing is read back from the mailbox."""
     setting = draw(params)
-    directory = read_directory(built.workspace[PEOPLE_CSV])
-    loop = None
-    for turn in built.turns:
-        if turn.patch.kind == "requirement_changed":
-            loop = parse_loop(turn.patch.message, directory)
+    asked = any(t.patch.kind == "requirement_changed" for t in built.turns)
+    loop = setting.loop if asked else None
     changes = any(t.patch.kind == "input_replaced" for t in built.turns)
     return Task(setting.truth(), loop, setting.rules(), changes)
-
-
-SESSION_RE = re.compile(r"session \d with (.+?)(?=; session|\. Book)")
-EMAIL_RE = re.compile(r"[\w.]+@[\w.-]*\w")
-
-
-def parse_loop(message: str, directory: Directory) -> Loop:
-    """The loop the turn-2 message asks for: the candidate and each session's panel."""
-    candidate = message.split(". ", 1)[1].split(" comes in")[0]
-    panels = [EMAIL_RE.findall(text) for text in SESSION_RE.findall(message)]
-    return Loop(candidate, tuple(tuple(sorted(directory.key_of[e] for e in p)) for p in panels))
 
 
 def verifier(built: BuilderOutput, params: FamilyParams) -> VerifierOutput:

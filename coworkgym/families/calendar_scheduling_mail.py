@@ -221,6 +221,83 @@ def seat_note(room: str, seats: int, sent: datetime, sender: Sender, rng: random
     return Mail(sender, sent, f"{room} room", _letter(body, [], sender, rng))
 
 
+# HR's mails about an interview loop: {first}, {second}, {last} are the panels in words.
+PANEL_LINES = (
+    "The first session is with {first}, the second with {second}, and {last} takes the last.",
+    "Session one: {first}. Session two: {second}. Session three: {last}.",
+    "{first} open the day; {second} follow; {last} closes the loop.",
+    "Order of the panels: {first} first, then {second}, then {last}.",
+    "First {first}, next {second}, and finally {last}.",
+    "The loop starts with {first}, continues with {second} and ends with {last}.",
+    "Panel 1 is {first}, panel 2 is {second}, panel 3 is {last}.",
+    "{first} take the opening session, {second} the middle one and {last} the final one.",
+)
+SWAP_LINES = (
+    "Change for {candidate}'s loop: {out} cannot make it, {into} takes that seat in session {n}.",
+    "Update on {candidate}'s panels: {into} replaces {out} in session {n}.",
+    "Sorry, one change for {candidate}: session {n} is {into}, not {out}.",
+    "{out} dropped out of {candidate}'s session {n}; {into} sits in instead.",
+    "Correction for {candidate}'s loop: in session {n}, {into} instead of {out}.",
+    "Swap for {candidate}: {out} is out of session {n}, {into} is in.",
+    "For {candidate}'s session {n}, please read {into} where I wrote {out}.",
+    "{into} takes {out}'s place in session {n} of {candidate}'s loop.",
+)
+
+
+def loop_mails(
+    hr: Sender,
+    candidate: str,
+    panels: Sequence[Sequence[str]],
+    swap: tuple[int, str, str] | None,
+    other: tuple[str, Sequence[Sequence[str]]],
+    week: date,
+    rng: random.Random,
+) -> list[Mail]:
+    """HR's thread on ``candidate``'s loop (first names per session; with ``swap`` =
+    (session, the one who drops out, the one who replaces them) the first mail names the
+    former and a later one corrects it) and a mail on another candidate's loop next month."""
+    listed = [list(p) for p in panels]
+    if swap is not None:
+        n, out, into = swap
+        listed[n] = [out if name == into else name for name in listed[n]]
+    line = rng.choice(PANEL_LINES).format(**_panels_words(listed))
+    sent = request_sent(week, rng)
+    body = [
+        f"{candidate} comes in for the interview loop next week: three sessions of 45 minutes, "
+        "back to back, same room.",
+        line,
+        rng.choice(FILLER),
+    ]
+    mails = [Mail(hr, sent, f"Interview loop: {candidate}", _letter(body, [], hr, rng))]
+    if swap is not None:
+        n, out, into = swap
+        fix = rng.choice(SWAP_LINES).format(candidate=candidate, out=out, into=into, n=n + 1)
+        mails.append(
+            Mail(
+                hr,
+                _later(sent, rng),
+                f"Re: Interview loop: {candidate}",
+                _letter([fix], [], hr, rng),
+            )
+        )
+    name, their_panels = other
+    later = rng.choice(LATER_WEEKS)
+    body = [
+        f"Planning ahead: {name} comes in for a loop later ({later}), not this week; nothing "
+        "to book yet. The tentative panels, for when it comes:",
+        rng.choice(PANEL_LINES).format(**_panels_words(their_panels)),
+    ]
+    mails.append(
+        Mail(hr, _sent(week, rng), f"Interview loop: {name} (later)", _letter(body, [], hr, rng))
+    )
+    return mails
+
+
+def _panels_words(panels: Sequence[Sequence[str]]) -> dict[str, str]:
+    words = [texts.names_phrase(list(p)) for p in panels]
+    return {"first": words[0], "second": words[1], "last": words[2]}
+
+
 CALLED_OFF_LINES = (
     "My {title} on {day} at {time} (Paris time) is off, so I am free then.",
     "The {title} I had on {day} at {time} Paris time has been called off.",
@@ -448,6 +525,7 @@ __all__ = [
     "called_off_mail",
     "dispute_mail",
     "hours_signature",
+    "loop_mails",
     "mbox",
     "noise",
     "request_sent",
