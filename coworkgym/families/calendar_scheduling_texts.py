@@ -232,7 +232,7 @@ PAST_MENTIONS = (
     "PS: when we did this in January it took {what}.",
     "PS: a similar meeting last month lasted {what}.",
     "PS: for the record, the last round needed {what}.",
-    "PS: I remember the kick-off took {what}.",
+    "PS: I remember our last one took {what}.",
     "PS: our last one went {what}, if you wondered.",
     "PS: the old format used to be {what}.",
 )
