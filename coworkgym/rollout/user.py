@@ -105,35 +105,36 @@ CLAUSE_BREAK = re.compile(r"[?;\n]|(?:^|\s)\(?\d{1,2}[.)]\s")
 
 
 def answered(question: str, signals: Sequence[Signal]) -> list[Signal]:
-    """The signals a question asks for: per thing asked (a clause), the one whose subject it
-    matches best (ties: each). An agent that asks two things in one message gets two
-    answers; one long question that brushes against other subjects (it says "lines" and
-    "posted" while asking which account a charge goes to) gets the answer to what it asks,
-    not every answer whose trigger shares two of its words."""
+    """The signals a question asks for: per thing asked (a clause), those whose subject it
+    matches about as well as the best one (half its share of the subject's words, or more).
+    An agent that asks two things in one message gets two answers; a question on one
+    subject that brushes against another in passing (it says "lines" and "posted" while
+    asking which account a charge goes to) does not get that other answer too, while a
+    question that fits two subjects alike ("not settled … 60 days after its date … at the
+    period end") gets both."""
     clauses = [c for c in CLAUSE_BREAK.split(question) if c and keywords(c)]
     chosen: list[Signal] = []
     for clause in clauses or [question]:
-        for signal in _best(clause, signals):
+        for signal in _closest(clause, signals):
             if signal not in chosen:
                 chosen.append(signal)
     if not chosen:  # the subject's words spread over clauses: the whole question decides
-        chosen = _best(question, signals)
+        chosen = _closest(question, signals)
     return [s for s in signals if s in chosen]  # in the plan's order
 
 
-def _best(text: str, signals: Sequence[Signal]) -> list[Signal]:
+def _closest(text: str, signals: Sequence[Signal]) -> list[Signal]:
     asked = keywords(text)
 
-    def fit(signal: Signal) -> tuple[int, float]:
+    def share(signal: Signal) -> float:
         subject = keywords(signal.trigger)
-        shared = len(subject & asked)
-        return shared, shared / len(subject)
+        return len(subject & asked) / len(subject)
 
     held = [s for s in signals if matches(text, s.trigger)]
     if not held:
         return []
-    top = max(fit(s) for s in held)
-    return [s for s in held if fit(s) == top]
+    best = max(share(s) for s in held)
+    return [s for s in held if share(s) >= best / 2]
 
 
 def near_verbatim(item: str, text: str) -> bool:

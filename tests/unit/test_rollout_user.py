@@ -378,7 +378,7 @@ def test_an_llm_turn_message_that_contradicts_the_patch_is_recorded(
     assert [f.kind for f in user.faults] == ["contradicts_patch"]
 
 
-def test_the_user_answers_each_thing_asked_with_its_best_matching_signal() -> None:
+def test_the_user_answers_each_thing_asked_with_the_signals_that_fit_it_best() -> None:
     plan = [
         Signal(
             trigger="agent asks about something posted twice: a duplicate line or entry",
@@ -400,6 +400,26 @@ def test_the_user_answers_each_thing_asked_with_its_best_matching_signal() -> No
     assert said(both) == ["Interest expense", "euros"]
     assert said("Is a duplicate line posted twice a bank error?") == [plan[0].reveals]
     assert said("What is the deadline?") == []
+
+
+def test_a_question_that_fits_two_subjects_alike_gets_both_answers() -> None:
+    plan = [
+        Signal(
+            trigger="agent asks which dates, days or lines the period or the close covers",
+            reveals="the close follows policy.md to the letter",
+        ),
+        Signal(
+            trigger="agent asks about an unsettled trade 60 days old",
+            reveals="that trade fell through: reverse it",
+        ),
+    ]
+    # a blind player's question (seed 24): three words of the first subject, two of the
+    # second; answering only the first left it no way to learn what the trade was
+    asked = (
+        "Book entry TX4228 has still not been settled by the bank at the period end, more "
+        "than 60 days after its date. How should it be listed?"
+    )
+    assert [s.reveals for s in answered(asked, plan)] == [p.reveals for p in plan]
 
 
 def test_a_failing_user_model_falls_back_to_the_script_and_is_recorded(
