@@ -28,6 +28,9 @@ from ..sandbox import Limits, Mount, Sandbox
 from ..sandbox.base import DISK_LIMIT_MESSAGE
 
 MAX_TOOL_OUTPUT = 12_000  # characters of one tool result sent back to the model
+# said in the descriptions of the tools whose results are clipped: a blind player missed
+# whole threads of a long file before it noticed the cut
+CUT_NOTE = f"a result over {MAX_TOOL_OUTPUT:,} characters is cut in the middle (the cut is marked)"
 MAX_READ_BYTES = 2_000_000
 MAX_LISTED = 400
 
@@ -325,11 +328,17 @@ def standard_tools(
         "shell": Tool(
             "shell",
             "Run a bash command in your sandbox (no network; python3 with openpyxl and "
-            "python-docx is installed). Returns the exit status, stdout and stderr.",
+            "python-docx is installed). Returns the exit status, stdout and stderr; "
+            f"{CUT_NOTE}: print less at a time.",
             ShellArgs,
             shell,
         ),
-        "read_file": Tool("read_file", "Read a text file, by lines.", ReadArgs, read_file),
+        "read_file": Tool(
+            "read_file",
+            f"Read a text file, by lines; {CUT_NOTE}: read a long file in parts (offset, limit).",
+            ReadArgs,
+            read_file,
+        ),
         "write_file": Tool("write_file", "Create or overwrite a text file.", WriteArgs, write_file),
         "edit_file": Tool(
             "edit_file", "Replace an exact piece of text in a file.", EditArgs, edit_file
