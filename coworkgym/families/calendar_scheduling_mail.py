@@ -233,7 +233,8 @@ PANEL_LINES = (
     "{first} take the opening session, {second} the middle one and {last} the final one.",
 )
 SWAP_LINES = (
-    "Change for {candidate}'s loop: {out} cannot make it, {into} takes that seat in session {n}.",
+    # "cannot make it" alone read as out of the whole loop to a blind player
+    "Change for {candidate}'s loop: {out} cannot make session {n}; {into} takes that seat.",
     "Update on {candidate}'s panels: {into} replaces {out} in session {n}.",
     "Sorry, one change for {candidate}: session {n} is {into}, not {out}.",
     "{out} dropped out of {candidate}'s session {n}; {into} sits in instead.",
