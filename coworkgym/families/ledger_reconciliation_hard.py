@@ -610,6 +610,10 @@ the cent, negative for a BUY. If the books disagree the \
 difference is a `book_error`, if the statement does a `bank_error`. A line the bank \
 originates (a charge, interest) is right as the statement shows it.
 
+Two cases this policy does not settle; raise each with the accountant before you list it: \
+a trade the statement shows on more than one line, and a settlement the statement shows \
+net of a broker's commission.
+
 ## 5. Adjusting entries
 
 Our books correct the `bank` and `book_error` differences, and only those: outstanding \
@@ -972,8 +976,10 @@ def user(close: Close) -> UserState:
     if REPEATED in problems:
         signals.append(
             Signal(
-                trigger="agent asks about something posted twice: a double, "
-                "duplicate, duplicated or repeated posting, line, entry or entries",
+                # in the words players used: "appears twice", "paid twice", "a duplicate
+                # debit"; none of the generic ones (statement, trade) that every question has
+                trigger="agent asks about an id that appears or is paid twice: a double, "
+                "duplicate, duplicated or repeated posting, line or entry",
                 # about the statement only: the books' correcting lines follow policy.md
                 reveals=f"on the statement only the first line of a trade counts; a later "
                 f"statement line for that trade is a bank error: list it in {UNMATCHED} with "
@@ -984,7 +990,9 @@ def user(close: Close) -> UserState:
     if COMMISSION_NETTED in problems:
         signals.append(
             Signal(
-                trigger="agent asks about a broker commission taken from a settlement",
+                # players write "less commission" and rarely "broker" (issue 25)
+                trigger="agent asks about a commission: a broker's commission netted, "
+                "deducted or taken from a settlement (less commission)",
                 reveals="the broker's commission is a real cost that our books missed, not "
                 f"the bank's error: list that trade as `{BOOK_ERROR}` (the statement's amount "
                 f"minus ours) and correct it against {COMMISSION}",
