@@ -103,6 +103,15 @@ def test_a_user_following_the_docs_runs_every_example_and_uninstalls_clean(
         assert ran.returncode == 0, f"the {marker} block: {tail(ran)}"
         return ran
 
+    def why(status: dict[str, Any]) -> str:
+        """The phase, message and the conditions that are not True: what a failure says."""
+        off = [
+            f"{c['type']}={c['status']} {c.get('reason')}: {c.get('message', '')[:300]}"
+            for c in status.get("conditions") or []
+            if c.get("status") != "True"
+        ]
+        return f"{status.get('phase')}: {status.get('message', '')[:600]} | {'; '.join(off)}"
+
     def get(resource: str, name: str) -> dict[str, Any]:
         found = tb.kubectl("get", resource, name, "-n", NAMESPACE, "-o", "json").stdout
         return dict(json.loads(found))
@@ -119,7 +128,7 @@ def test_a_user_following_the_docs_runs_every_example_and_uninstalls_clean(
 
         block("campaign", CAMPAIGN_TIMEOUT)
         campaign = get("scamp", CAMPAIGN)["status"]
-        assert campaign["phase"] == "Succeeded", campaign
+        assert campaign["phase"] == "Succeeded", why(campaign)
         children = json.loads(
             tb.kubectl(
                 "get", "cwe", "-n", NAMESPACE, "-l", f"coworkgym.dev/campaign={CAMPAIGN}",
@@ -138,7 +147,7 @@ def test_a_user_following_the_docs_runs_every_example_and_uninstalls_clean(
 
         block("train", TRAIN_TIMEOUT)
         run = get("tr", RUN)["status"]
-        assert run["phase"] == "Succeeded", run
+        assert run["phase"] == "Succeeded", why(run)
         checkpoints = tb.s3_client().list_objects_v2(
             Bucket="cowork-gym", Prefix=f"runs/{RUN}/checkpoints/round-001/"
         )
