@@ -1010,7 +1010,9 @@ def user(close: Close) -> UserState:
     if FELL_THROUGH in problems:
         signals.append(
             Signal(
-                trigger="agent asks about an unsettled trade 60 days old",
+                # players wrote "never settled", "still not settled … 60 days": not "old"
+                trigger="agent asks about an entry never settled: unsettled, outstanding or "
+                "not settled after 60 days, raised with the accountant",
                 reveals="that trade fell through with the broker and will not settle: our "
                 f"books must reverse it. List it as `{BOOK_ERROR}` at minus its book amount "
                 "and correct it against the trade's investment account",

@@ -111,10 +111,13 @@ def test_the_trainer_config_spells_every_setting() -> None:
 
 def test_the_trainer_config_is_one_the_trainer_accepts() -> None:
     trainer = pytest.importorskip("coworkgym_training.trainer")
-    hyperparameters = {"clipEpsilon": 0.1, "klCoefficient": 0.02, "maxSteps": 3}
+    hyperparameters = {
+        "clipEpsilon": 0.1, "klCoefficient": 0.02, "maxSteps": 3, "gradientCheckpointing": True
+    }  # fmt: skip
     run = run_of(objective="grpo", model="/models/tiny", hyperparameters=hyperparameters)
     config = train_config(spec_of(run))
     parsed = trainer.TrainConfig.model_validate(config)
+    assert parsed.hyperparameters.gradient_checkpointing  # the long-rollout memory saver
     assert parsed.objective_options.grpo.kl_beta == 0.02
     assert parsed.objective_options.grpo.clip_epsilon_high == 0.1
     assert str(parsed.model) == "/models/tiny"  # a path in the image is used as it is

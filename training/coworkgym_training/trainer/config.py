@@ -60,6 +60,11 @@ class Hyperparameters(_Config):
     )
     max_grad_norm: float = Field(1.0, gt=0.0, description="gradients clipped to this norm")
     seed: int = Field(0, description="the data order and the initial RNG state")
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each layer's activations in the backward pass: a rollout's "
+        "thousands of tokens through every layer no longer sit in memory at once",
+    )
 
 
 class TrainConfig(_Config):

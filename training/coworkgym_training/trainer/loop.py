@@ -157,6 +157,11 @@ class Worker:
         model = AutoModelForCausalLM.from_pretrained(
             folder, local_files_only=True, dtype=torch.float32
         )
+        if self.config.hyperparameters.gradient_checkpointing:
+            # SmolLM2's two-round OPD on the test-bed's node (trajectories of ~3k tokens)
+            # went past 10 GiB without it, every layer's activations kept for the backward
+            model.gradient_checkpointing_enable()  # type: ignore[no-untyped-call]
+            model.config.use_cache = False
         return model.to(self.device).train()  # type: ignore[arg-type]
 
     def _extra_models(self, objective: Objective) -> dict[str, Any]:

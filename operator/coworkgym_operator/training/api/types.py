@@ -164,6 +164,11 @@ class Hyperparameters(_Spec):
     top_k: int | None = Field(
         None, ge=1, le=65536, description="OPD: the teacher's top-k support (unset: full)."
     )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute each layer's activations in the backward pass instead of "
+        "keeping them: far less memory for long trajectories, about a third more compute.",
+    )
 
 
 class Resources(_Spec):

@@ -122,6 +122,7 @@ def train_config(spec: TrainingRunSpec, round_training: RoundTraining | None = N
             "warmup_steps": hp.warmup_steps,
             "batch_size": hp.batch_size,
             "seed": hp.seed,
+            "gradient_checkpointing": hp.gradient_checkpointing,
         },
         "objective_options": options,
         "max_steps": hp.max_steps,
