@@ -976,10 +976,10 @@ def user(close: Close) -> UserState:
     if REPEATED in problems:
         signals.append(
             Signal(
-                # in the words players used: "appears twice", "paid twice", "a duplicate
+                # in the words players used: "appears/shown/paid twice", "a duplicate
                 # debit"; none of the generic ones (statement, trade) that every question has
-                trigger="agent asks about an id that appears or is paid twice: a double, "
-                "duplicate, duplicated or repeated posting, line or entry",
+                trigger="agent asks about an id that appears, is shown or is paid twice: a "
+                "double, duplicate, duplicated or repeated posting, line or entry",
                 # about the statement only: the books' correcting lines follow policy.md
                 reveals=f"on the statement only the first line of a trade counts; a later "
                 f"statement line for that trade is a bank error: list it in {UNMATCHED} with "
