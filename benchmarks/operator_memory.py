@@ -52,6 +52,9 @@ from rich.progress import track  # noqa: E402
 
 from coworkgym_testbed.testbed import Testbed  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from operator_scale import env_spec  # noqa: E402 - the same environment as the scale run
+
 GROUP, VERSION, PLURAL = "coworkgym.dev", "v1alpha1", "coworkenvironments"
 TRACER = Path(os.environ.get("MEMORY_TRACER", Path(__file__).with_name("traced_operator.py")))
 
@@ -94,20 +97,6 @@ def released_status(spec: dict[str, Any]) -> dict[str, Any]:
         env["status"] = reconcile(env, Observed(job), settings).status
     assert env["status"]["phase"] == "Released", env["status"]["phase"]
     return dict(env["status"])
-
-
-def env_spec() -> dict[str, Any]:
-    return {
-        "task": {
-            "labels": {
-                "capabilities": ["data_analysis"],
-                "scenario": "data_analysis/reporting/periodic_report",
-            },
-            "turns": 2,
-            "seed": 3,
-        },
-        "release": {"uri": "s3://cowork-gym/envs"},
-    }
 
 
 def free_port() -> int:

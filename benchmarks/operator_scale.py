@@ -59,6 +59,21 @@ GROUP, VERSION, PLURAL = "coworkgym.dev", "v1alpha1", "coworkenvironments"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def env_spec() -> dict[str, Any]:
+    """The environment the operator benchmarks create (operator_memory.py too)."""
+    return {
+        "task": {
+            "labels": {
+                "capabilities": ["data_analysis"],
+                "scenario": "data_analysis/reporting/periodic_report",
+            },
+            "turns": 2,
+            "seed": 3,
+        },
+        "release": {"uri": "s3://cowork-gym/envs"},
+    }
+
+
 def env_body(name: str, shard: str | None = None) -> dict[str, Any]:
     labels = {"coworkgym.dev/shard": shard} if shard else {}
     return {
@@ -66,15 +81,7 @@ def env_body(name: str, shard: str | None = None) -> dict[str, Any]:
         "kind": "CoworkEnvironment",
         "metadata": {"name": name, "labels": labels},
         "spec": {
-            "task": {
-                "labels": {
-                    "capabilities": ["data_analysis"],
-                    "scenario": "data_analysis/reporting/periodic_report",
-                },
-                "turns": 2,
-                "seed": 3,
-            },
-            "release": {"uri": "s3://cowork-gym/envs"},
+            **env_spec(),
             "sandbox": {"nodeSelector": {"coworkgym.dev/kubelet": "played-by-benchmark"}},
         },
     }
