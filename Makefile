@@ -12,7 +12,7 @@ help: ## Show this help
 .venv/.installed: pyproject.toml
 	test -x $(PY) || python3.12 -m venv .venv || $$HOME/.pyenv/versions/3.12.1/bin/python -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,operator,llm,harbor,export,report,harnesses]'
+	$(PY) -m pip install -q -e '.[dev,operator,llm,harbor,harbor-runner,export,report,harnesses]'
 	touch $@
 
 # The training extra (torch, transformers, ray[train]) is apart: PyPI's torch wheel pulls the

@@ -12,9 +12,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 # the CNI plugins, iproute2, iptables and ipset (bridge, fence, kube-router's NetworkPolicies); buildah, mmdebstrap and umoci build
 # its images without a Docker engine (testbed/build-images.sh). The rest are the core
 # library's (sandboxing, passt's pasta for a Harbor task's compose services to reach the
-# registries from their own network namespace, and office-document fixtures).
+# registries from their own network namespace, and office-document fixtures). podman with
+# netavark and aardvark-dns runs Harbor's own runner on the real Harbor corpus
+# (benchmarks/harbor_runner.py, tests/integration/test_harbor_runner.py).
 PKGS=(prometheus openssl ca-certificates bubblewrap passt python3-openpyxl python3-docx python3-jsonschema python3-pytest
-      containerd runc containernetworking-plugins iproute2 iptables ipset buildah mmdebstrap umoci)
+      containerd runc containernetworking-plugins iproute2 iptables ipset buildah mmdebstrap umoci
+      podman netavark aardvark-dns)
 
 missing=()
 for p in "${PKGS[@]}"; do
