@@ -1,13 +1,13 @@
 """``requests.mbox`` of the hard calendar week: the meeting requests colleagues mailed, in
 words, among a week of other office mail.
 
-The requests are drawn first, as structured ``Request``s (``calendar_scheduling_hard``);
+The requests are drawn first, as structured ``Request``s (``calendar_scheduling_draw``);
 this module writes each one out as a thread (``request_thread``) whose story hides its plain
 statements among distractors a keyword script misreads — a later correction by the sender,
 the same correction above a quote of the older mail, a forwarded older request with another
 length or other days, a length denied or mentioned as a past meeting's, an attendee added in
 a postscript or named only to be left out, another meeting named only to say this one does
-not follow it. The contradictions a seed draws (``calendar_scheduling_hard.CONTRADICTIONS``)
+not follow it. The contradictions a seed draws (``calendar_scheduling_contradictions``)
 add their own mails: a colleague's other length for someone else's meeting, facilities'
 seat count for a room, a colleague's own hours in their signature. Nothing is parsed back:
 ``Statement``s record which phrase states which field, for the tests.

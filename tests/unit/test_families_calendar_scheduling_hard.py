@@ -21,11 +21,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from coworkgym.families import calendar_scheduling_booking as booking
+from coworkgym.families import calendar_scheduling_contradictions as contradictions
 from coworkgym.families import calendar_scheduling_hard as hard
 from coworkgym.families import calendar_scheduling_mail as mail
+from coworkgym.families import calendar_scheduling_office as office
 from coworkgym.families import calendar_scheduling_texts as texts
 from coworkgym.families.base import FamilyParams
 from coworkgym.families.calendar_scheduling import CalendarScheduling
+from coworkgym.families.calendar_scheduling_draw import WEEKS
 from coworkgym.llm.tools import MAX_TOOL_OUTPUT
 from coworkgym.rollout.user import matches
 from tests.unit.test_families_meeting_notes import built_of, reward, run_reference
@@ -68,7 +72,7 @@ def test_drafts_are_deterministic_fast_and_too_large_to_eyeball(seed: int) -> No
     assert {hard.PEOPLE_CSV, hard.ROOMS, hard.REQUESTS, hard.POLICY} <= set(a.workspace)
     subjects = {m["subject"] for m in _mails(a.workspace[hard.REQUESTS])}
     ids = {re.search(r"\[(M\d)\]", s).group(1) for s in subjects if "[M" in s}  # type: ignore[union-attr]
-    assert ids == {f"M{n}" for n in range(1, hard.MEETINGS + 1)}
+    assert ids == {f"M{n}" for n in range(1, office.MEETINGS + 1)}
     readable = sum(len(v) for p, v in a.workspace.items() if not p.endswith(".xlsx"))
     assert len(a.workspace[hard.REQUESTS]) > 6 * MAX_TOOL_OUTPUT
     assert readable > 10 * MAX_TOOL_OUTPUT
@@ -116,7 +120,7 @@ def test_the_reader_follows_rfc_5545_series_by_their_wall_clock() -> None:
     assert (datetime(2026, 3, 16, 17), datetime(2026, 3, 16, 18)) in stepped_in_utc
 
 
-@pytest.mark.parametrize("week", hard.WEEKS)
+@pytest.mark.parametrize("week", WEEKS)
 def test_the_weeks_lie_between_the_two_clock_changes(week: date) -> None:
     for day in range(5):
         noon = datetime.combine(week + timedelta(days=day), datetime.min.time()).replace(hour=12)
@@ -133,29 +137,31 @@ def test_each_misreading_and_each_contradiction_books_another_week(seed: int) ->
     setting = _setting(seed)
     files = setting.files()
     truth = setting.task(changes=False)
-    right = hard._plain(files, truth)
+    right = booking.book_requests(files, truth)
     assert right is not None
-    assert hard._plain(files, truth, hard.Misreading(z_as_office=True)) != right
-    assert hard._plain(files, truth, hard.Misreading(series_in_week_only=True)) != right
+    assert booking.book_requests(files, truth, hard.Misreading(z_as_office=True)) != right
+    assert booking.book_requests(files, truth, hard.Misreading(series_in_week_only=True)) != right
     kinds = setting.contradictions.kinds
-    assert 2 <= len(kinds) <= 3 and set(kinds) <= set(hard.CONTRADICTIONS)
+    assert 2 <= len(kinds) <= 3 and set(kinds) <= set(contradictions.CONTRADICTIONS)
     for kind in kinds:
-        assert hard._plain(files, setting.task(False, kind)) != right, kind
-    directory = hard.read_directory(files[hard.PEOPLE_CSV])
+        assert booking.book_requests(files, setting.task(False, kind)) != right, kind
+    directory = office.read_directory(files[hard.PEOPLE_CSV])
     in_directory = directory.zone[setting.remote]
-    assert in_directory == ("America/New_York" if hard.REMOTE_ZONE in kinds else hard.CHICAGO)
-    assert f"TZID={hard.CHICAGO}".encode() in files[hard.calendar_path(setting.remote)]
+    assert in_directory == (
+        "America/New_York" if contradictions.REMOTE_ZONE in kinds else office.CHICAGO
+    )
+    assert f"TZID={office.CHICAGO}".encode() in files[hard.calendar_path(setting.remote)]
     assert b"Z\r\n" in files[hard.calendar_path(setting.lisbon)]
     who, title, span, _right = setting.contradictions.called_off
     if span is not None:  # the calendar holds the event the colleague's mail calls off
-        assert span in hard.world_of(files, hard.Rules()).busy[who]
+        assert span in booking.world_of(files, hard.Rules()).busy[who]
         mails = [m for m in _mails(setting.mailbox) if m["subject"] == f"{title} on {span[0]:%A}"]
         assert len(mails) == 1 and f"{span[0]:%H:%M}" in str(mails[0].get_payload())
 
 
 def test_every_contradiction_of_the_pool_is_drawn_and_subsets_vary() -> None:
     drawn = [_setting(seed).contradictions.kinds for seed in WIDE]
-    assert {k for kinds in drawn for k in kinds} == set(hard.CONTRADICTIONS)
+    assert {k for kinds in drawn for k in kinds} == set(contradictions.CONTRADICTIONS)
     assert len(set(drawn)) >= 3
 
 
@@ -163,12 +169,12 @@ def test_every_contradiction_of_the_pool_is_drawn_and_subsets_vary() -> None:
 def test_the_interview_loop_is_booked_around_turn_ones_meetings(seed: int) -> None:
     setting = _setting(seed)
     files = setting.files()
-    world = hard.world_of(files, _right(setting))
-    meetings = hard.resolve(setting.truth(), world.directory)
-    plan = hard.book_meetings(world, meetings)
+    world = booking.world_of(files, _right(setting))
+    meetings = office.resolve(setting.truth(), world.directory)
+    plan = booking.book_meetings(world, meetings)
     assert plan is not None
-    loop = hard.book_loop(world, setting.loop, plan)
-    bare = hard.book_loop(world, setting.loop, {})
+    loop = booking.book_loop(world, setting.loop, plan)
+    bare = booking.book_loop(world, setting.loop, {})
     assert loop is not None and bare is not None and loop != bare
     starts = [loop[i].start for i in setting.loop.ids]
     assert [b - a for a, b in itertools.pairwise(starts)] == [timedelta(minutes=45)] * 2
@@ -210,7 +216,7 @@ def test_the_changed_calendar_hides_a_second_change_and_the_policy_moves_little(
     final = {**draft.workspace, path: new}
     later, earlier = hard.expected(draft.workspace, final, task)
     assert earlier is not None
-    shifted = hard.moved(earlier, later)
+    shifted = booking.moved(earlier, later)
     assert setting.called in shifted and len(shifted) >= 2
     try:
         afresh, _ = hard.expected(final, final, replace(task, changes=False))
@@ -226,7 +232,7 @@ def test_the_user_answers_what_is_asked_and_gives_no_trap_away() -> None:
         setting = _setting(seed)
         found = setting.contradictions
         people = {p.key: p for p in setting.people}
-        if hard.REMOTE_ZONE in found.kinds:
+        if contradictions.REMOTE_ZONE in found.kinds:
             first = people[setting.remote].name.split()[0]
             answer = _answer(
                 seed,
@@ -234,23 +240,23 @@ def test_the_user_answers_what_is_asked_and_gives_no_trap_away() -> None:
                 "Chicago time: which time zone are their working hours in?",
             )
             assert "Chicago time" in answer
-        if hard.TWO_LENGTHS in found.kinds:
+        if contradictions.TWO_LENGTHS in found.kinds:
             item = found.dispute[0]
             answer = _answer(seed, f"Two mails give {item} different lengths: how long is it?")
             owner = next(w.sender for w in setting.wordings if w.id == item)
             assert f"{people[owner].name.split()[0]}'s length stands" in answer
-        if hard.ROOM_SEATS in found.kinds:
+        if contradictions.ROOM_SEATS in found.kinds:
             room, seats, mail_right = found.room
             answer = _answer(seed, f"How many seats does {room} have?")
             listed = next(r.seats for r in setting.rooms if r.name == room)
             assert f"{room} seats {seats if mail_right else listed}" in answer
-        if hard.OWN_HOURS in found.kinds:
+        if contradictions.OWN_HOURS in found.kinds:
             person, (a, b), own_right = found.hours
             name = people[person].name.split()[0]
             answer = _answer(seed, f"What are {name}'s hours: when does the day start?")
             a, b = (a, b) if own_right else people[person].hours
-            assert f"{hard._hm(a)}–{hard._hm(b)}" in answer
-        if hard.CALLED_OFF in found.kinds:
+            assert f"{office.clock_time(a)}–{office.clock_time(b)}" in answer
+        if contradictions.CALLED_OFF in found.kinds:
             who, title, span, off_right = found.called_off
             assert span is not None
             name = people[who].name.split()[0]
@@ -282,27 +288,31 @@ def test_the_reference_passes_and_each_slip_fails(seed: int, tmp_path: Path) -> 
             built, "plan.update(book_loop(plan))", "plan.update(book_loop({}))"
         ),
     }
-    if hard.REMOTE_ZONE in found.kinds:
+    if contradictions.REMOTE_ZONE in found.kinds:
         slips["New York hours"] = _slip(built, f"REMOTE={setting.remote}", "REMOTE=nobody")
-    if hard.TWO_LENGTHS in found.kinds:
-        wrong = [hard._as_json(r) for r in setting.truth(hard.TWO_LENGTHS)]
+    if contradictions.TWO_LENGTHS in found.kinds:
+        wrong = [hard._as_json(r) for r in setting.truth(contradictions.TWO_LENGTHS)]
         slips["the other length"] = replace(
             built,
             solve_sh=re.sub(r"REQUESTS='[^']*'", f"REQUESTS='{json.dumps(wrong)}'", built.solve_sh),
         )
-    if hard.ROOM_SEATS in found.kinds:
-        said = ",".join(f"{k}={v}" for k, v in setting.rules(hard.ROOM_SEATS).seats.items())
+    if contradictions.ROOM_SEATS in found.kinds:
+        said = ",".join(
+            f"{k}={v}" for k, v in setting.rules(contradictions.ROOM_SEATS).seats.items()
+        )
         slips["the other seat count"] = replace(
             built, solve_sh=re.sub(r"SEATS=\S*", f"SEATS={said}", built.solve_sh)
         )
-    if hard.OWN_HOURS in found.kinds:
-        hours = setting.rules(hard.OWN_HOURS).hours
-        said = ",".join(f"{k}={hard._hm(a)}-{hard._hm(b)}" for k, (a, b) in hours.items())
+    if contradictions.OWN_HOURS in found.kinds:
+        hours = setting.rules(contradictions.OWN_HOURS).hours
+        said = ",".join(
+            f"{k}={office.clock_time(a)}-{office.clock_time(b)}" for k, (a, b) in hours.items()
+        )
         slips["the other hours"] = replace(
             built, solve_sh=re.sub(r"HOURS=\S*", f"HOURS={said}", built.solve_sh)
         )
-    if hard.CALLED_OFF in found.kinds:
-        off = setting.rules(hard.CALLED_OFF).freed
+    if contradictions.CALLED_OFF in found.kinds:
+        off = setting.rules(contradictions.CALLED_OFF).freed
         said = ",".join(f"{k}={a:%Y-%m-%dT%H:%M}/{b:%Y-%m-%dT%H:%M}" for k, (a, b) in off.items())
         slips["the other word on the event"] = replace(
             built, solve_sh=re.sub(r"FREED=\S*", f"FREED={said}", built.solve_sh)
@@ -364,11 +374,11 @@ ALL_LENGTHS = sorted(
 )
 ALL_DAYS = sorted(
     (
-        (phrase, hard.DAYS[a : b + 1])
+        (phrase, office.DAYS[a : b + 1])
         for a in range(5)
         for b in range(a, 5)
         for phrase in texts.days_phrases(
-            a, b, texts.DAY_NAMES[hard.DAYS[a]], texts.DAY_NAMES[hard.DAYS[b]]
+            a, b, texts.DAY_NAMES[office.DAYS[a]], texts.DAY_NAMES[office.DAYS[b]]
         )
     ),
     key=lambda x: -len(x[0]),
@@ -405,9 +415,9 @@ def _keyword_reading(setting: hard.Setting, thread: list[str]) -> dict[str, obje
     }
 
 
-def _truth_reading(setting: hard.Setting, request: hard.Request) -> dict[str, object]:
-    directory = hard.read_directory(hard.people_csv(setting.people))
-    [meeting] = hard.resolve([request], directory)
+def _truth_reading(setting: hard.Setting, request: office.Request) -> dict[str, object]:
+    directory = office.read_directory(office.people_csv(setting.people))
+    [meeting] = office.resolve([request], directory)
     return {
         "minutes": request.minutes,
         "days": request.days,
@@ -430,7 +440,7 @@ def test_a_keyword_reader_of_the_mailbox_gets_most_requests_wrong(seed: int) -> 
         if request.attendees[0].startswith("team:"):
             guess["people"] = truth["people"]  # the team alias: no name to grep for
         right += guess == truth
-    assert right <= hard.MEETINGS // 2, right
+    assert right <= office.MEETINGS // 2, right
 
 
 @pytest.mark.parametrize("seed", WIDE)
@@ -447,7 +457,7 @@ def test_each_request_states_each_field_plainly_where_it_counts(seed: int) -> No
         thread = threads[request.id]
         text = _flat("\n".join(thread))
         assert said["minutes"] in texts.LENGTHS[request.minutes]
-        first, last = hard.DAYS.index(request.days[0]), hard.DAYS.index(request.days[-1])
+        first, last = office.DAYS.index(request.days[0]), office.DAYS.index(request.days[-1])
         names = (texts.DAY_NAMES[request.days[0]], texts.DAY_NAMES[request.days[-1]])
         assert said["days"] in texts.days_phrases(first, last, *names)
         assert said["priority"] in texts.PRIORITIES[request.priority]
