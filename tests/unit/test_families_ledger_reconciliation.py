@@ -488,7 +488,7 @@ def test_every_note_states_its_meaning_plainly() -> None:
     """Fairness: the desk's last message on each transfer contains one sentence that names
     the transfer and exactly the trades it settles, and the bank's message on each refund one
     that names the charge; the text is written from the truth, before and after turn 3."""
-    from coworkgym.families.ledger_reconciliation_hard import RUNS_ON
+    from coworkgym.families.ledger_reconciliation_draw import RUNS_ON
     from coworkgym.families.ledger_reconciliation_notes import messages
 
     for seed in range(6):
