@@ -1,6 +1,7 @@
 """Harbor's own runner on the real Harbor corpus: the evidence check's labels are held to.
 
-    python benchmarks/harbor_runner.py [--tasks GLOB ...] [--agents oracle,nop] [--out FILE]
+    python benchmarks/harbor_runner.py [--corpus DIR] [--tasks GLOB ...] [--agents oracle,nop]
+    python benchmarks/harbor_runner.py [--corpus DIR] --markdown   # the records as a table
 
 Harbor runs a task in Docker. This machine has no Docker engine, but Harbor 0.25 also runs
 tasks in podman (``harbor run --env podman``): Debian's podman, rootful, with runc (crun
@@ -13,14 +14,14 @@ compose service's ``image:``) is stood in for by the local base ``cowork-gym che
 ``python:3.N*``), copied into a podman store of its own and tagged with the name the task
 uses. Harbor then builds the task's image, runs its oracle and its no-op agent, and grades
 them as it would anywhere; what it concludes is recorded per task in
-``tests/fixtures/harbor-real/harbor-runner.json`` (merged, so a subset can be rerun) and
-printed beside check's label. tests/integration/test_harbor_runner_labels.py holds check's
-labels to these records.
+``harbor-runner.json`` beside the corpus' ``labels.toml`` (merged, so a subset can be rerun)
+and printed beside check's label: tests/fixtures/harbor-real/ (other people's tasks, the
+default) and tests/fixtures/harbor_tasks/ (``--corpus``: ours, each written to one label).
+tests/unit/test_harbor_runner_records.py holds check's labels to these records.
 
 Needs root (podman's overlay store), podman, runc, netavark and aardvark-dns
-(``testbed/ci-setup.sh``) and the
-``harbor-runner`` extra (podman-compose). Each trial takes 10-60 s on two cores, most of it
-podman; a cold task image adds its build.
+(``testbed/ci-setup.sh``) and the ``harbor-runner`` extra (podman-compose). Each trial
+takes 10-60 s on two cores, most of it podman; a cold task image adds its build.
 """
 
 from __future__ import annotations
@@ -51,15 +52,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from coworkgym.image import dockerfile
 from coworkgym.image.bases import BaseMap, BaseUnavailable
 from coworkgym.image.buildah import Buildah, cache_dir
+from coworkgym.package.harbor_model import harbor_verdict
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "harbor-real"
-RECORDS = CORPUS / "harbor-runner.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+CORPUS = FIXTURES / "harbor-real"  # other people's tasks; harbor_tasks/ holds our own
+RECORDS = "harbor-runner.json"  # in each corpus folder
 # podman starts its OCI runtime with at most this many processes, and a container here
 # cannot ask for more than its runtime has: containers lack CAP_SYS_RESOURCE.
 RUNTIME_NPROC = 32768
 ENVIRONMENT = "harbor_offline_podman:OfflinePodman"
 VERIFIER_LINES = 7
-NOTABLE = re.compile(r"Could not resolve|unable to access|curl: \(|Error|error:|denied")
+NOTABLE = re.compile(r"Could not resolve|unable to access|curl: \(|Error|error:|denied|fatal:")
 RAISED = re.compile(r"^[A-Za-z_.]*(Error|Exception|Exit)\b.*")
 
 
@@ -165,7 +168,8 @@ class Trial:
     rewards: dict[str, float] | None  # what the verifier wrote, None when it wrote nothing
     error: str | None  # Harbor's exception (type: first line), or why it did not start
     seconds: float
-    verifier_output: list[str] = field(default_factory=list)  # its last lines
+    verifier_output: list[str] = field(default_factory=list)  # its telling lines
+    agent_output: list[str] = field(default_factory=list)  # the agent's (the oracle's)
 
     @property
     def reward(self) -> float | None:
@@ -185,19 +189,25 @@ def run_trial(env: dict[str, str], task: Path, agent: str, jobs: Path) -> Trial:
     seconds = round(time.perf_counter() - started, 1)
     results = sorted((jobs / name).glob("*/result.json"))
     if not results:
-        return Trial(agent, None, "did not start: " + _raised(done.stderr + done.stdout), seconds)
+        refused = "did not start: " + _raised(done.stderr + done.stdout)
+        loaded = harbor_verdict(task)  # Harbor's task model says why it took no task there
+        if loaded is not None and loaded.problems:
+            refused += f" ({loaded.problems[0][:200]})"
+        return Trial(agent, None, refused, seconds)
     trial: dict[str, Any] = json.loads(results[0].read_text())
     verdict = trial.get("verifier_result") or {}
     exception = trial.get("exception_info")
-    error = None
-    output = _verifier_output(results[0].parent)
+    error: str | None = None
+    trial_dir = results[0].parent
+    verifier = _telling_lines(sorted(trial_dir.rglob("verifier/test-stdout.txt")))
+    agent_output = _telling_lines(sorted(trial_dir.rglob("agent/*.txt")))
     if exception:
         message = str(exception.get("exception_message", "")).strip().splitlines()
         error = f"{exception.get('exception_type')}: {message[0] if message else ''}"[:300]
-        engine = _engine_error(results[0].parent / "exception.txt")
+        engine = _engine_error(trial_dir / "exception.txt")
         if engine:
             error += f" [podman: {engine}]"
-    return Trial(agent, verdict.get("rewards"), error, seconds, output)
+    return Trial(agent, verdict.get("rewards"), error, seconds, verifier, agent_output)
 
 
 def _raised(output: str) -> str:
@@ -213,19 +223,19 @@ def _engine_error(exception: Path) -> str | None:
     return found[-1][len("Error: ") :][:200] if found else None
 
 
-def _verifier_output(trial: Path) -> list[str]:
-    """What the verifier printed that says why (every step's, for a multi-step task): the
-    lines that name an error or a host it could not reach, then its last lines."""
+def _telling_lines(files: list[Path]) -> list[str]:
+    """What a phase printed that says why (every step's, for a multi-step task): the lines
+    that name an error or a host it could not reach, then its last lines."""
     lines: list[str] = []
-    for stdout in sorted(trial.rglob("verifier/test-stdout.txt")):
-        lines += [line for line in stdout.read_text(errors="replace").splitlines() if line.strip()]
+    for output in files:
+        lines += [line for line in output.read_text(errors="replace").splitlines() if line.strip()]
     notable = [line for line in lines if NOTABLE.search(line)][-3:]
     kept = dict.fromkeys(notable + lines[-4:])
     return [line[:200] for line in lines if line in kept][-VERIFIER_LINES:]
 
 
-def tasks_matching(patterns: list[str]) -> Iterator[Path]:
-    for task in sorted(p for p in CORPUS.iterdir() if (p / "task.toml").is_file()):
+def tasks_matching(corpus: Path, patterns: list[str]) -> Iterator[Path]:
+    for task in sorted(p for p in corpus.iterdir() if (p / "task.toml").is_file()):
         if any(fnmatch.fnmatchcase(task.name, pattern) for pattern in patterns):
             yield task
 
@@ -253,6 +263,7 @@ def label_task(
             "error": trial.error,
             "seconds": trial.seconds,
             "verifier_output": trial.verifier_output,
+            "agent_output": trial.agent_output,
         }
         console.log(f"{task.name} {agent}: {trial.reward} {trial.error or ''}")
     entry["date"] = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -263,10 +274,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=["*"], help="globs over task folders")
     parser.add_argument("--agents", default="oracle,nop")
-    parser.add_argument("--out", type=Path, default=RECORDS)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="a folder of tasks")
+    parser.add_argument("--out", type=Path, help=f"default: CORPUS/{RECORDS}")
     parser.add_argument("--home", type=Path, default=cache_dir().parent / "harbor-runner")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the records as a table; run nothing"
+    )
     args = parser.parse_args()
+    args.out = args.out or args.corpus / RECORDS
     console = Console()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return
     problem = preflight()
     if problem:
         raise SystemExit(f"Harbor's runner cannot run here: {problem}")
@@ -277,11 +296,11 @@ def main() -> None:
     records["podman"] = subprocess.run(
         ["podman", "--version"], env=env, capture_output=True, text=True, check=True
     ).stdout.split()[-1]
-    labels = _labels()
+    labels = _labels(args.corpus)
     table = Table("task", "stand-ins", "oracle", "nop", "check's label", "s")
-    jobs = args.home / "jobs"
+    jobs = args.home / "jobs" / args.corpus.name
     shutil.rmtree(jobs, ignore_errors=True)  # the last run's; what matters is in the records
-    for task in tasks_matching(args.tasks):
+    for task in tasks_matching(args.corpus, args.tasks):
         entry = label_task(env, buildah, bases, task, args.agents.split(","), jobs, console)
         records["tasks"][task.name] = entry
         args.out.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
@@ -295,10 +314,35 @@ def main() -> None:
     console.print(table)
 
 
-def _labels() -> dict[str, dict[str, Any]]:
+def markdown(records: dict[str, Any]) -> str:
+    """The records as the corpus README's table: per task, each agent's reward (or what
+    stopped Harbor), why, and the seconds both trials took."""
+    rows = ["| task | oracle | nop | why (Harbor's own output) | s |", "|---|---|---|---|---|"]
+    for name, entry in sorted(records["tasks"].items()):
+        trials = entry["trials"]
+        why = _why(entry)
+        seconds = round(sum(t["seconds"] for t in trials.values()))
+        cells = [_shown(trials.get(agent)) for agent in ("oracle", "nop")]
+        rows.append(f"| `{name}` | {cells[0]} | {cells[1]} | {why} | {seconds} |")
+    return "\n".join(rows)
+
+
+def _why(entry: dict[str, Any]) -> str:
+    """The line of Harbor's output that says most about the outcome."""
+    trials = list(entry["trials"].values())
+    for trial in trials:
+        if trial["error"]:
+            engine = re.search(r"\[podman: (.*)\]$", trial["error"])
+            return (engine.group(1) if engine else trial["error"]).replace("|", "\\|")[:160]
+    lines = [line for trial in trials for line in trial["verifier_output"]]
+    telling = [line for line in lines if NOTABLE.search(line)] or lines[-1:]
+    return telling[0].replace("|", "\\|")[:120] if telling else ""
+
+
+def _labels(corpus: Path) -> dict[str, dict[str, Any]]:
     import tomllib
 
-    return tomllib.loads((CORPUS / "labels.toml").read_text())
+    return tomllib.loads((corpus / "labels.toml").read_text())
 
 
 def _shown(trial: dict[str, Any] | None) -> str:
