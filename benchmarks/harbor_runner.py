@@ -192,7 +192,7 @@ def run_trial(env: dict[str, str], task: Path, agent: str, jobs: Path) -> Trial:
         refused = "did not start: " + _raised(done.stderr + done.stdout)
         loaded = harbor_verdict(task)  # Harbor's task model says why it took no task there
         if loaded is not None and loaded.problems:
-            refused += f" ({loaded.problems[0][:200]})"
+            refused += f" ({loaded.problems[0][:400]})"
         return Trial(agent, None, refused, seconds)
     trial: dict[str, Any] = json.loads(results[0].read_text())
     verdict = trial.get("verifier_result") or {}
@@ -328,15 +328,20 @@ def markdown(records: dict[str, Any]) -> str:
 
 
 def _why(entry: dict[str, Any]) -> str:
-    """The line of Harbor's output that says most about the outcome."""
-    trials = list(entry["trials"].values())
-    for trial in trials:
-        if trial["error"]:
-            engine = re.search(r"\[podman: (.*)\]$", trial["error"])
-            return (engine.group(1) if engine else trial["error"]).replace("|", "\\|")[:160]
-    lines = [line for trial in trials for line in trial["verifier_output"]]
-    telling = [line for line in lines if NOTABLE.search(line)] or lines[-1:]
-    return telling[0].replace("|", "\\|")[:120] if telling else ""
+    """The line of Harbor's output that says most about the outcome, for a table cell."""
+    trials = sorted(entry["trials"].values(), key=lambda t: t is not entry["trials"].get("oracle"))
+    errors = [trial["error"] for trial in trials if trial["error"]]
+    if errors:
+        engine = re.search(r"\[podman: (.*)\]$", errors[0])
+        text = engine.group(1) if engine else errors[0]
+        if "Value error, " in text:  # Harbor's task model refused the task.toml
+            text = "Harbor's TaskConfig: " + text.split("Value error, ", 1)[1]
+    else:
+        lines = [line for t in trials for line in t.get("agent_output", []) + t["verifier_output"]]
+        telling = [line for line in lines if NOTABLE.search(line)] or lines[-1:]
+        text = telling[0] if telling else ""
+    text = re.sub(r"\S*/harbor-runner/jobs/\S*", "<trial>/", text.replace(f"{FIXTURES}/", ""))
+    return " ".join(text.split()).replace("|", "\\|")[:140]
 
 
 def _labels(corpus: Path) -> dict[str, dict[str, Any]]:
