@@ -68,13 +68,18 @@ def needs_network(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | No
         from ..image.build import unreachable_host
 
         fetches = NETWORK_COMMAND.search(scripts_of(pkg, phase))
-        missing_tool = fetches and MISSING_TOOL.search(output)
+        missing_tool = (
+            fetches and MISSING_TOOL.search(output) and not MISSING_FETCHER.search(output)
+        )
         return bool(unreachable_host(output) or NETWORK_FAILURE.search(output) or missing_tool)
     return bool(NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(scripts_of(pkg, phase)))
 
 
 # A tool the phase meant to download (a silent ``curl -s ... | sh``) is not there.
 MISSING_TOOL = re.compile(r"command not found|No such file or directory", re.IGNORECASE)
+# The downloader itself is missing from the image (python:3.N-slim has no curl): the phase
+# never reached for the network, and no network would have helped it.
+MISSING_FETCHER = re.compile(r"\b(curl|wget|git): (command )?not found")
 URL_HOST = re.compile(r"https?://([\w-]+(?:\.[\w-]+)+)")
 
 

@@ -56,6 +56,7 @@ from .partial_work import (
     stale_plans,
     stale_rungs,
 )
+from .separate_verifier import declared_artifacts, verified_apart, view_apart
 
 
 class CouldNotRun(Exception):
@@ -110,6 +111,8 @@ class ExecutionReview:
 
         self.queue: list[_Probe] = []  # controlled failures waiting to be scored together
         self._variants = 0
+        self._views = 0
+        self.s0 = self.root / "s0"  # the environment as built, where a separate verifier starts
 
     # ---- helpers --------------------------------------------------------------------
     @contextmanager
@@ -133,6 +136,8 @@ class ExecutionReview:
 
     def _verify(self, workspaces: list[Path], step: str | None) -> list[VerifyOutcome]:
         """Score workspaces together, each distinct state once."""
+        if verified_apart(self.pkg, step):  # Harbor's verifier sees only the artifacts
+            workspaces = [self._view_apart(ws, step) for ws in workspaces]
         keys = [tree_key(ws) for ws in workspaces]
         first = dict(reversed(list(zip(keys, workspaces, strict=True))))
         distinct = list(dict.fromkeys(keys))
@@ -143,6 +148,14 @@ class ExecutionReview:
         self.stats.states_probed += len(workspaces)
         by_key = dict(zip(distinct, scored, strict=True))
         return [by_key[key] for key in keys]
+
+    def _view_apart(self, workspace: Path, step: str | None) -> Path:
+        """What Harbor's separate verifier gets of ``workspace``: the built environment and
+        the declared artifacts (``separate_verifier``)."""
+        self._views += 1
+        dest = self.root / f"apart-{self._views}"
+        sources = declared_artifacts(self.pkg, step)
+        return view_apart(workspace, self.s0, dest, sources, self.workdir)
 
     def _valid(self, outcome: VerifyOutcome, label: str) -> bool:
         if not outcome.valid:
@@ -243,7 +256,7 @@ class ExecutionReview:
         return self.defects
 
     def _run(self) -> None:
-        s0 = self.root / "s0"
+        s0 = self.s0
         if self.image is not None:
             layout = self.image.materialize(self.pkg, s0)
         else:
@@ -322,7 +335,8 @@ class ExecutionReview:
                     if wrong_oracle
                     else ""
                 )
-                + (f"; the verifier printed: {printed}" if printed else ""),
+                + (f"; the verifier printed: {printed}" if printed else "")
+                + _blind_apart(self.pkg),
                 owner="builder" if wrong_oracle else None,
                 blamed="solution" if wrong_oracle else "verifier",
                 reward=outcome.reward,
@@ -820,3 +834,19 @@ def _evidence(outcome: VerifyOutcome) -> list[dict[str, object]]:
 
 
 ReviewFn = Callable[[EnvironmentPackage, LocalRuntime], list[Defect]]
+
+
+def _blind_apart(pkg: EnvironmentPackage) -> str:
+    """Why a verifier Harbor runs apart may see none of the work, when that is so."""
+    blind = [
+        step or "the task"
+        for step in (pkg.step_names if pkg.is_multi_step else [None])
+        if verified_apart(pkg, step) and not declared_artifacts(pkg, step)
+    ]
+    if not blind:
+        return ""
+    return (
+        f"; Harbor verifies {', '.join(blind)} apart ([verifier] environment_mode = "
+        '"separate"), in a fresh environment that receives only the declared artifacts, and '
+        "none is declared: the verifier sees none of the work (declare [[artifacts]])"
+    )

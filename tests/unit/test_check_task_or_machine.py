@@ -132,3 +132,31 @@ def test_a_missing_host_outranks_the_read_only_image(tmp_path: Path) -> None:
     run = SandboxResult(exit_code=1, stdout="", stderr=output, duration_s=0.1, networked=True)
     reason = unreproduced(pkg, "verifier", run, [])
     assert reason is not None and "astral.sh" in reason and "Read-only" not in reason
+
+
+def test_a_downloader_missing_from_the_image_stays_the_tasks(tmp_path: Path) -> None:
+    # python:3.N-slim has no curl: no network would have let this verifier fetch its checker
+    fetching = "#!/bin/bash\ncurl -fsSL -o /tmp/c.py https://raw.githubusercontent.com/o/c.py\n"
+    pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
+    run = SandboxResult(
+        exit_code=1,
+        stdout="",
+        stderr="/tests/test.sh: line 2: curl: command not found\n",
+        duration_s=0.1,
+        networked=True,
+    )
+    assert unreproduced(pkg, "verifier", run, []) is None
+
+
+def test_a_tool_the_phase_meant_to_download_is_still_the_networks(tmp_path: Path) -> None:
+    fetching = "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/install.sh | sh\nuvx pytest\n"
+    pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
+    run = SandboxResult(
+        exit_code=1,
+        stdout="",
+        stderr="/tests/test.sh: line 3: uvx: command not found\n",
+        duration_s=0.1,
+        networked=True,
+    )
+    reason = unreproduced(pkg, "verifier", run, [])
+    assert reason is not None and "astral.sh" in reason

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-CORPORA = ("harbor-real",)
+CORPORA = ("harbor-real", "harbor_tasks")
 LABELS = {c: tomllib.loads((FIXTURES / c / "labels.toml").read_text()) for c in CORPORA}
 RECORDS = {c: json.loads((FIXTURES / c / "harbor-runner.json").read_text()) for c in CORPORA}
 CASES = [(corpus, name) for corpus in CORPORA for name in sorted(LABELS[corpus])]
@@ -35,6 +35,9 @@ CASES = [(corpus, name) for corpus in CORPORA for name in sorted(LABELS[corpus])
 # What each flagged code predicts an oracle and a no-op meet under Harbor's runner.
 ORACLE_FAILS = {"REFERENCE_REJECTED", "SOLUTION_FAILED"}
 NOP_PASSES = {"ACCEPTS_UNTOUCHED"}
+# The reward below which check counts a plain Harbor task's state as failed (its
+# ``Thresholds`` when the task has no Cowork verifier): doing nothing must stay below it.
+FAILING_BAR = 0.5
 NO_REWARD = {"VERIFIER_INVALID"}  # the verifier writes none
 NO_ORACLE = {"PACKAGE_STRUCTURE"}  # no solution/solve.sh: Harbor's oracle agent fails
 # Seen only by an agent that games the task: Harbor's runner must simply run it.
@@ -46,8 +49,12 @@ NOT_SHOWN_BY_ORACLE_OR_NOP = {
 }
 # How a host or image this machine lacks shows in Harbor's own run.
 UNREACHABLE = re.compile(
-    r"Could not resolve host|no stage or image found|unable to access|Failed to connect"
+    r"Could not resolve host|no stage or image found|unable to access|Failed to connect|"
+    r"pinging container registry"
 )
+
+
+HOST = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 
 
 def reward(entry: dict[str, Any], agent: str) -> float | None:
@@ -90,13 +97,14 @@ def test_checks_label_agrees_with_harbors_runner(corpus: str, name: str) -> None
         assert oracle != 1.0, why  # Harbor's runner gets no pass here either
         # what stopped it: a host it could not reach, an image nobody has, or the step that
         # fetches from the host check names
-        assert UNREACHABLE.search(why) or label["reason"] in why, why
+        hosts = HOST.findall(label["reason"])
+        assert UNREACHABLE.search(why) or any(host in why for host in hosts), why
     else:
         code = label["code"]
         if code in ORACLE_FAILS:
             assert oracle is not None and oracle < 1.0, why
         elif code in NOP_PASSES:
-            assert nop == 1.0, why
+            assert nop is not None and nop >= FAILING_BAR, why
         elif code in NO_REWARD:
             assert oracle is None and nop is None, why
             assert "RewardFile" in why, why
