@@ -175,6 +175,13 @@ def test_the_rayjob_has_a_worker_per_worker_with_its_gpus_and_the_lifecycle() ->
     head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in head["env"]}
     assert '"/tmp/train/data":"s3://data/t.jsonl"' in env["COWORKGYM_POD_INPUT"]
+    # the pods share no disk: each worker stages the same inputs into its own /tmp first
+    (stage,) = pod["initContainers"]
+    assert stage["command"] == ["python", "-m", "coworkgym_operator.training.pod", "stage"]
+    staged = {e["name"]: e.get("value") for e in stage["env"]}
+    assert staged["COWORKGYM_POD_INPUT"] == env["COWORKGYM_POD_INPUT"]
+    assert {"name": "tmp", "mountPath": "/tmp"} in stage["volumeMounts"]
+    assert "initContainers" not in cluster["headGroupSpec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize(

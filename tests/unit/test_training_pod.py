@@ -127,7 +127,7 @@ def test_a_partial_last_line_waits_for_its_newline(tmp_path: Path) -> None:
     path.write_text('{"step": 1}\n{"step"')
     assert follower.new_records() == [{"step": 1}]
     with path.open("a") as handle:
-        handle.write(': 2}\nnot json\n')
+        handle.write(": 2}\nnot json\n")
     assert follower.new_records() == [{"step": 2}]
 
 
@@ -235,3 +235,27 @@ def test_a_round_that_goes_on_from_a_checkpoint_stages_its_optimizer_state(
     assert (model / "trainer_state.pt").is_file()
     assert not (reference / "trainer_state.pt").exists()
     assert (reference / "model.safetensors").is_file()
+
+
+def test_a_ray_workers_init_container_stages_the_inputs_and_writes_no_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RayJob's worker pods share no disk with the head: each stages the plan's inputs into
+    its own /tmp (``pod stage``); the config file and max_steps stay the head's business."""
+    bucket = FolderS3(tmp_path / "s3")
+    folder = tmp_path / "s3" / "runs" / "models" / "tiny"
+    folder.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json"):
+        (folder / name).write_text(name)
+    (tmp_path / "s3" / "runs" / "kept.jsonl").write_text('{"id": 1}\n')
+    monkeypatch.setattr(training_pod, "_s3", lambda: bucket)
+    model, data = tmp_path / "model", tmp_path / "data"
+    plan = {
+        "config": {"model": str(model), "data": [str(data)], "max_steps": None},
+        "configFile": str(tmp_path / "config.json"),
+        "stage": {str(model): "s3://runs/models/tiny", str(data): "s3://runs/kept.jsonl"},
+    }
+    monkeypatch.setenv("COWORKGYM_POD_INPUT", json.dumps(plan))
+    assert training_pod.main(["stage"]) == 0
+    assert (model / "model.safetensors").is_file() and (data / "kept.jsonl").is_file()
+    assert not (tmp_path / "config.json").exists()

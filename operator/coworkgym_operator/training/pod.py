@@ -258,9 +258,9 @@ def _s3() -> Any:
     return make_s3_client()
 
 
-def prepare(plan: dict[str, Any]) -> dict[str, Any]:
-    """Stage the plan's s3:// inputs, fill in max_steps, write the trainer's config file;
-    returns the config."""
+def stage_inputs(plan: dict[str, Any]) -> dict[str, Any]:
+    """Stage the plan's s3:// inputs (data, weights) where its config reads them; returns
+    the config."""
     config = dict(plan.get("config") or {})
     staged = plan.get("stage") or {}
     client = _s3() if staged else None
@@ -271,6 +271,13 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
         skip = NOT_WEIGHTS if local in weights else ()
         files = stage(str(uri), Path(local), client, skip)
         print(f"staged {uri} -> {local} ({files} file(s))", flush=True)
+    return config
+
+
+def prepare(plan: dict[str, Any]) -> dict[str, Any]:
+    """Stage the plan's s3:// inputs, fill in max_steps, write the trainer's config file;
+    returns the config."""
+    config = stage_inputs(plan)
     if config.get("max_steps") is None:
         data = Path(str((config.get("data") or ["/tmp/train/data"])[0]))
         trajectories = count_trajectories(data)
@@ -333,8 +340,19 @@ def _ended(plan: dict[str, Any], out: Path, report: Report, code: int) -> int:
     return _finish({"ok": False, "reason": reason, "error": error, **report.wire()}, exit_code)
 
 
+def stage_worker() -> int:
+    """A Ray worker pod's init container: the inputs its trainer process loads (the weights,
+    the data) staged into the pod's own /tmp, as the head stages its own; a RayJob's pods
+    share no disk."""
+    try:
+        stage_inputs(_input())
+    except FileNotFoundError as exc:
+        return _finish({"ok": False, "reason": "DatasetNotFound", "error": str(exc)}, EXIT_NO_RETRY)
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    commands = {"check-data": check_data, "train": train}
+    commands = {"check-data": check_data, "train": train, "stage": stage_worker}
     if len(argv) != 1 or argv[0] not in commands:
         print(f"usage: python -m coworkgym_operator.training.pod {'|'.join(commands)}")
         return 2

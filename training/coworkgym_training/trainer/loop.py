@@ -60,7 +60,13 @@ def train_worker(payload: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     device = ray.train.torch.get_device()
-    Worker(config, data_files, rank, world, device, report=ray.train.report).run()
+    board = payload.get("board")
+    if (
+        board is not None
+        and ray.get(board.where.remote()) == ray.get_runtime_context().get_node_id()
+    ):
+        board = None  # on the driver's node: rank 0 writes there itself
+    Worker(config, data_files, rank, world, device, report=ray.train.report, board=board).run()
 
 
 class Worker:
@@ -72,8 +78,12 @@ class Worker:
         world: int,
         device: torch.device,
         report: Any,
+        board: Any = None,
     ) -> None:
+        """``board``: where rank 0's statuses go when the driver is on another node
+        (``board.StatusBoard``)."""
         self.config = config
+        self.board = board
         self.data_files = data_files
         self.rank, self.world, self.device = rank, world, device
         self.report = report
@@ -83,9 +93,7 @@ class Worker:
         self.attempt = (previous.attempt + 1) if previous and previous.state == "running" else 1
         self.root: Any = None  # the FSDP root (an ObjectiveForward) under fsdp
         self.sink = MetricsSink(self.out, self.out.name, config.metrics_port) if rank == 0 else None
-        self.status = RunStatus(
-            state="running", max_steps=config.max_steps, attempt=self.attempt
-        )
+        self.status = RunStatus(state="running", max_steps=config.max_steps, attempt=self.attempt)
 
     # ---- setup ----------------------------------------------------------------------
     def run(self) -> None:
@@ -353,9 +361,7 @@ class Worker:
             f"without stepping; the last good checkpoint is {kept}",
         )
 
-    def _finish(
-        self, state: State, reason: FailureReason | None = None, message: str = ""
-    ) -> None:
+    def _finish(self, state: State, reason: FailureReason | None = None, message: str = "") -> None:
         self.status = self.status.model_copy(
             update={"state": state, "reason": reason, "message": message}
         )
@@ -365,7 +371,11 @@ class Worker:
         barrier()
 
     def _write_status(self) -> None:
-        if self.rank == 0:
+        if self.rank == 0 and self.board is not None:
+            import ray
+
+            ray.get(self.board.write.remote(self.status.model_dump_json()))
+        elif self.rank == 0:
             self.status.write(self.out)
 
 

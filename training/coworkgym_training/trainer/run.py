@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .board import status_board
 from .config import TrainConfig
 from .status import RunStatus, read_status
 
@@ -149,6 +150,10 @@ def train(config: TrainConfig) -> TrainOutcome:
     payload: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
         "data": [str(p) for p in data],
+        # what was made here (selection's kept file) travels with the loop's config: the
+        # workers' pods of a RayJob have only what they staged themselves
+        "files": {str(p): p.read_bytes() for p in data if p.is_relative_to(config.out)},
+        "board": status_board(config.out),
     }
     trainer = TorchTrainer(
         _train_worker,
@@ -200,6 +205,11 @@ def train(config: TrainConfig) -> TrainOutcome:
 def _train_worker(payload: dict[str, Any]) -> None:
     from .loop import train_worker
 
+    for name, content in (payload.get("files") or {}).items():
+        path = Path(name)
+        if not path.exists():  # another node's: written where this worker reads it
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
     train_worker(payload)
 
 

@@ -135,6 +135,16 @@ def _submitter_template(
     return {"metadata": {"labels": training_labels(run)}, "spec": pod}
 
 
+def _stage_container(spec: TrainingRunSpec, data_uri: str, settings: TrainingSettings) -> Manifest:
+    """A worker pod's init container: ``training/pod.py stage`` fills the pod's /tmp with
+    the plan's staged inputs before Ray starts there."""
+    plan = train_plan(spec, data_uri, settings)
+    resources = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    container = trainer_container("stage", spec, plan, settings, resources)
+    container["command"] = ["python", "-m", "coworkgym_operator.training.pod", "stage"]
+    return container
+
+
 def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> Manifest:
     """The RayJob of a TrainingRun (the manifest with metadata, spec and status.dataUri
     as the controller reads it). ``start`` numbers resumes, as for the plain Job. Not for
@@ -146,6 +156,9 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
     workers = spec.resources.workers
     head = _ray_container("ray-head", spec, data_uri, settings, head=True)
     worker = _ray_container("ray-worker", spec, data_uri, settings, head=False)
+    worker_template = _template(run, worker, settings)
+    # the pods share no disk: each worker stages the weights and data its trainer loads
+    worker_template["spec"]["initContainers"] = [_stage_container(spec, data_uri, settings)]
     ray_spec: Manifest = {
         "entrypoint": ENTRYPOINT,
         "submissionMode": "K8sJobMode",
@@ -170,7 +183,7 @@ def build_rayjob(run: Manifest, settings: TrainingSettings, start: int = 1) -> M
                     "minReplicas": workers,
                     "maxReplicas": workers,
                     "rayStartParams": dict(AGENT_PORTS),
-                    "template": _template(run, worker, settings),
+                    "template": worker_template,
                 }
             ],
         },
