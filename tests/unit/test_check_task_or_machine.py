@@ -35,8 +35,8 @@ def _task(root: Path, files: dict[str, str]) -> EnvironmentPackage:
     return EnvironmentPackage.load(root)
 
 
-def _failed(output: str) -> SandboxResult:
-    return SandboxResult(exit_code=1, stdout="", stderr=output, duration_s=0.1)
+def _failed(output: str, networked: bool = False) -> SandboxResult:
+    return SandboxResult(exit_code=1, stdout="", stderr=output, duration_s=0.1, networked=networked)
 
 
 BUILD_LOG = """\
@@ -129,8 +129,7 @@ def test_a_missing_host_outranks_the_read_only_image(tmp_path: Path) -> None:
         "E: Could not open lock file /var/lib/apt/lists/lock - open (30: Read-only file system)\n"
         "curl: (6) Could not resolve host: astral.sh\n"
     )
-    run = SandboxResult(exit_code=1, stdout="", stderr=output, duration_s=0.1, networked=True)
-    reason = unreproduced(pkg, "verifier", run, [])
+    reason = unreproduced(pkg, "verifier", _failed(output, networked=True), [])
     assert reason is not None and "astral.sh" in reason and "Read-only" not in reason
 
 
@@ -138,25 +137,13 @@ def test_a_downloader_missing_from_the_image_stays_the_tasks(tmp_path: Path) -> 
     # python:3.N-slim has no curl: no network would have let this verifier fetch its checker
     fetching = "#!/bin/bash\ncurl -fsSL -o /tmp/c.py https://raw.githubusercontent.com/o/c.py\n"
     pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
-    run = SandboxResult(
-        exit_code=1,
-        stdout="",
-        stderr="/tests/test.sh: line 2: curl: command not found\n",
-        duration_s=0.1,
-        networked=True,
-    )
+    run = _failed("/tests/test.sh: line 2: curl: command not found\n", networked=True)
     assert unreproduced(pkg, "verifier", run, []) is None
 
 
 def test_a_tool_the_phase_meant_to_download_is_still_the_networks(tmp_path: Path) -> None:
     fetching = "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/install.sh | sh\nuvx pytest\n"
     pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
-    run = SandboxResult(
-        exit_code=1,
-        stdout="",
-        stderr="/tests/test.sh: line 3: uvx: command not found\n",
-        duration_s=0.1,
-        networked=True,
-    )
+    run = _failed("/tests/test.sh: line 3: uvx: command not found\n", networked=True)
     reason = unreproduced(pkg, "verifier", run, [])
     assert reason is not None and "astral.sh" in reason
