@@ -67,9 +67,10 @@ def needs_network(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | No
     if run is not None and run.networked:
         from ..image.build import unreachable_host
 
-        fetches = NETWORK_COMMAND.search(scripts_of(pkg, phase))
+        scripts = scripts_of(pkg, phase)
+        fetches = NETWORK_COMMAND.search(scripts)
         missing_tool = (
-            fetches and MISSING_TOOL.search(output) and not MISSING_FETCHER.search(output)
+            fetches and MISSING_TOOL.search(output) and not _lacks_fetcher(output, scripts)
         )
         return bool(unreachable_host(output) or NETWORK_FAILURE.search(output) or missing_tool)
     return bool(NETWORK_FAILURE.search(output) or NETWORK_COMMAND.search(scripts_of(pkg, phase)))
@@ -77,9 +78,21 @@ def needs_network(pkg: EnvironmentPackage, phase: Phase, run: SandboxResult | No
 
 # A tool the phase meant to download (a silent ``curl -s ... | sh``) is not there.
 MISSING_TOOL = re.compile(r"command not found|No such file or directory", re.IGNORECASE)
-# The downloader itself is missing from the image (python:3.N-slim has no curl): the phase
-# never reached for the network, and no network would have helped it.
+# The downloader itself is missing (python:3.N-slim has no curl).
 MISSING_FETCHER = re.compile(r"\b(curl|wget|git): (command )?not found")
+
+
+def _lacks_fetcher(output: str, scripts: str) -> bool:
+    """The image lacks the downloader and the phase never installs it: it never reached
+    for the network, and no network would have helped. (One it installs first is missing
+    because the install failed here: no registry, or no root.)"""
+    missing = MISSING_FETCHER.search(output)
+    if missing is None:
+        return False
+    installs = rf"\b(apt(-get)?|apk|yum|dnf)\s+(install|add)\b[^\n]*\b{missing.group(1)}\b"
+    return re.search(installs, scripts) is None
+
+
 URL_HOST = re.compile(r"https?://([\w-]+(?:\.[\w-]+)+)")
 
 

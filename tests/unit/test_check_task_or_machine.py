@@ -147,3 +147,17 @@ def test_a_tool_the_phase_meant_to_download_is_still_the_networks(tmp_path: Path
     run = _failed("/tests/test.sh: line 3: uvx: command not found\n", networked=True)
     reason = unreproduced(pkg, "verifier", run, [])
     assert reason is not None and "astral.sh" in reason
+
+
+def test_a_downloader_the_phase_installs_first_is_missing_for_want_of_root(
+    tmp_path: Path,
+) -> None:
+    # Harbor's usual verifier: apt-get install curl (refused here, where the sandbox is not
+    # root), then curl | sh from astral.sh: what stops it is this machine, not the task
+    fetching = (
+        "#!/bin/bash\napt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n"
+    )
+    pkg = _task(tmp_path, {**TASK, "tests/test.sh": fetching})
+    run = _failed("/tests/test.sh: line 3: curl: command not found\n", networked=True)
+    reason = unreproduced(pkg, "verifier", run, [])
+    assert reason is not None and "astral.sh" in reason
