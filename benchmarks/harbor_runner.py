@@ -143,14 +143,21 @@ def named_images(task: Path) -> dict[str, bool]:
 
 
 def stand_in(env: dict[str, str], buildah: Buildah, bases: BaseMap, ref: str, copied: bool) -> str:
-    """Tag check's local image for ``ref`` in our podman store under ``ref``; returns it."""
-    exists = subprocess.run(["podman", "image", "exists", ref], env=env, check=False)
+    """Tag check's local image for ``ref`` in our podman store under ``ref`` (again when
+    check's has changed since); returns it."""
     local = (
         bases.resolve_copied(buildah, ref)
         if copied
         else bases.resolve(buildah, ref, buildah.root / "logs")
     )
-    if exists.returncode == 0:
+    tagged = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", ref],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if tagged.returncode == 0 and tagged.stdout.strip() == buildah.image_id(local):
         return local
     store = (
         f"containers-storage:[{buildah.driver}@{buildah.root / 'storage'}+{buildah.root / 'run'}]"
